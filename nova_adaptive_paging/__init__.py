@@ -1,0 +1,1 @@
+"""nova-adaptive-paging: adaptive EPT/NPT <-> shadow paging for Nova/KVM."""

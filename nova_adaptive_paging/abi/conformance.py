@@ -1,0 +1,344 @@
+"""Conformance suite for implementations of the switching interface.
+
+Runs against a root directory (``/`` on a patched host, a simulated host's
+directory in tests): ``nova-paging abi conformance --root DIR``.  It needs
+one running VM that can run in both modes, changes its policy, thresholds
+and the host's injection switch while it runs, and puts everything back
+as it found it.  Adaptive decisions are checked against
+:class:`nova_adaptive_paging.dsp.Engine`, the canonical implementation.
+"""
+
+import contextlib
+import errno
+import os
+import random
+
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging import dsp
+
+
+class FileTransport:
+    """Reads and writes the interface's files under ``root``."""
+
+    def __init__(self, root):
+        self.root = root
+
+    def _path(self, rel):
+        return os.path.join(self.root, rel)
+
+    def read(self, rel):
+        with open(self._path(rel), encoding='ascii') as f:
+            return f.read()
+
+    def write(self, rel, text):
+        # One write(2) per value, unbuffered, as the kernel expects.
+        fd = os.open(self._path(rel), os.O_WRONLY)
+        try:
+            os.write(fd, text.encode('ascii'))
+        finally:
+            os.close(fd)
+
+    def listdir(self, rel):
+        return os.listdir(self._path(rel))
+
+    def exists(self, rel):
+        return os.path.exists(self._path(rel))
+
+
+class Failure(AssertionError):
+    pass
+
+
+def _param(name):
+    return '%s/%s' % (spec.PARAMS_DIR, name)
+
+
+class Suite:
+    def __init__(self, transport, vm=None):
+        self.t = transport
+        self.vm = vm
+
+    # -- helpers ---------------------------------------------------------
+    def vm_file(self, name):
+        return '%s/%s/%s' % (spec.DEBUGFS_DIR, self.vm, name)
+
+    def expect_error(self, rel, text, code):
+        before = self._readable_state(rel)
+        try:
+            self.t.write(rel, text)
+        except OSError as exc:
+            if exc.errno != code:
+                raise Failure('writing %r to %s: expected %s, got %s'
+                              % (text, rel, errno.errorcode[code],
+                                 errno.errorcode.get(exc.errno, exc.errno)))
+        else:
+            raise Failure('writing %r to %s succeeded; expected %s'
+                          % (text, rel, errno.errorcode[code]))
+        after = self._readable_state(rel)
+        if before != after:
+            raise Failure('a rejected write to %s changed state: %r -> %r'
+                          % (rel, before, after))
+
+    def _readable_state(self, rel):
+        # A write-only file's rejected write must leave the VM unchanged.
+        if os.path.basename(rel) in (spec.FILE_SWITCH,
+                                     spec.FILE_GUEST_FAULTS,
+                                     spec.FILE_INJECT):
+            return (self.t.read(self.vm_file(spec.FILE_POLICY)),
+                    self.t.read(self.vm_file(spec.FILE_MODE)))
+        return self.t.read(rel)
+
+    def stats(self):
+        try:
+            return spec.parse_stats(self.t.read(self.vm_file(
+                spec.FILE_STATS)))
+        except spec.AbiFormatError as exc:
+            raise Failure('%s: %s' % (spec.FILE_STATS, exc))
+
+    def read_word(self, name):
+        return self.t.read(self.vm_file(name)).strip()
+
+    @contextlib.contextmanager
+    def preserved(self):
+        """Restore the VM policy, thresholds and host injection after."""
+        policy = self.read_word(spec.FILE_POLICY)
+        vm_thr = self.t.read(self.vm_file(spec.FILE_THRESHOLDS))
+        inject = self.t.read(_param(spec.PARAM_INJECT)).strip()
+        host_thr = self.t.read(_param(spec.PARAM_THRESHOLDS))
+        try:
+            yield
+        finally:
+            self.t.write(_param(spec.PARAM_THRESHOLDS), host_thr)
+            override = 'override=1' in vm_thr
+            self.t.write(self.vm_file(spec.FILE_THRESHOLDS),
+                         vm_thr.replace(' override=1', '')
+                         if override else 'default\n')
+            self.t.write(_param(spec.PARAM_INJECT), inject + '\n')
+            self.t.write(self.vm_file(spec.FILE_POLICY), policy + '\n')
+
+    # -- host-wide -------------------------------------------------------
+    def check_discovery(self):
+        text = self.t.read(_param(spec.PARAM_ABI)).strip()
+        if text != str(spec.ABI_VERSION):
+            raise Failure('%s reads %r; this suite checks ABI version %d'
+                          % (spec.PARAM_ABI, text, spec.ABI_VERSION))
+
+    def check_host_thresholds(self):
+        rel = _param(spec.PARAM_THRESHOLDS)
+        original = self.t.read(rel)
+        try:
+            current = spec.ThresholdSet.parse(original)
+        except spec.AbiFormatError as exc:
+            raise Failure('%s: %s' % (rel, exc))
+        changed = spec.ThresholdSet(
+            dsp.Thresholds(*(v + 1 for v in current.thresholds.as_tuple())),
+            current.history % dsp.HISTORY_MAX + 1, current.interval_ms)
+        try:
+            self.t.write(rel, changed.format())
+            if spec.ThresholdSet.parse(self.t.read(rel)) != changed:
+                raise Failure('%s did not read back what was written' % rel)
+        finally:
+            self.t.write(rel, original)
+
+    def check_host_thresholds_rejects_bad_values(self):
+        rel = _param(spec.PARAM_THRESHOLDS)
+        good = spec.ThresholdSet.parse(self.t.read(rel)).format().strip()
+        items = good.split()
+        bad = [
+            ' '.join(items[:-1]),                          # a key missing
+            good + ' history=3',                           # a key twice
+            good.replace('tlb_upper=', 'tlb_upper=x'),     # not a number
+            good.replace('tlb_upper=', 'tlb_upper=-'),     # negative
+            good + ' bogus=1',                             # unknown key
+            'tlb_upper=1 tlb_lower=2 ' + ' '.join(items[2:]),  # lower>upper
+            ' '.join(i if not i.startswith('history=') else 'history=0'
+                     for i in items),
+            ' '.join(i if not i.startswith('interval_ms=')
+                     else 'interval_ms=1' for i in items),
+            '',
+        ]
+        for text in bad:
+            self.expect_error(rel, text + '\n', spec.EINVAL)
+
+    def check_inject_param(self):
+        rel = _param(spec.PARAM_INJECT)
+        if self.t.read(rel).strip() not in ('Y', 'N'):
+            raise Failure('%s must read Y or N' % rel)
+        self.expect_error(rel, 'maybe\n', spec.EINVAL)
+
+    # -- per VM ------------------------------------------------------------
+    def check_vm_files(self):
+        missing = [n for n in spec.VM_FILES
+                   if not self.t.exists(self.vm_file(n))]
+        if missing:
+            raise Failure('VM %s lacks %s' % (self.vm, ', '.join(missing)))
+        if self.read_word(spec.FILE_POLICY) not in spec.POLICIES:
+            raise Failure('bad %s' % spec.FILE_POLICY)
+        if self.read_word(spec.FILE_MODE) not in spec.MODES:
+            raise Failure('bad %s' % spec.FILE_MODE)
+        stats = self.stats()
+        if stats['abi_version'] != spec.ABI_VERSION:
+            raise Failure('paging_stats abi_version is %d'
+                          % stats['abi_version'])
+
+    def check_fixed_policies_switch_and_count(self):
+        with self.preserved():
+            self.t.write(self.vm_file(spec.FILE_POLICY), 'hap\n')
+            before = self.stats()
+            for mode in ('shadow', 'hap', 'shadow', 'hap'):
+                self.t.write(self.vm_file(spec.FILE_POLICY), mode + '\n')
+                if self.read_word(spec.FILE_MODE) != mode:
+                    raise Failure('policy %s left the VM in %s mode'
+                                  % (mode, self.read_word(spec.FILE_MODE)))
+                if self.read_word(spec.FILE_POLICY) != mode:
+                    raise Failure('policy did not read back as %s' % mode)
+            after = self.stats()
+            for key in ('switches_to_hap', 'switches_to_shadow'):
+                if after[key] - before[key] != 2:
+                    raise Failure('%s grew by %d over 2 switches'
+                                  % (key, after[key] - before[key]))
+            # Writing the current mode again is not a switch.
+            self.t.write(self.vm_file(spec.FILE_POLICY), 'hap\n')
+            if self.stats()['switches_to_hap'] != after['switches_to_hap']:
+                raise Failure('re-writing the current policy counted a '
+                              'switch')
+
+    def check_policy_rejects_bad_values(self):
+        for text in ('bogus\n', 'ept\n', '\n', 'hap shadow\n'):
+            self.expect_error(self.vm_file(spec.FILE_POLICY), text,
+                              spec.EINVAL)
+
+    def check_forced_switch(self):
+        rel = self.vm_file(spec.FILE_SWITCH)
+        with self.preserved():
+            self.t.write(self.vm_file(spec.FILE_POLICY), 'hap\n')
+            self.expect_error(rel, 'shadow\n', spec.EPERM)
+            self.t.write(self.vm_file(spec.FILE_POLICY), 'adaptive\n')
+            self.expect_error(rel, 'sideways\n', spec.EINVAL)
+            for mode in ('shadow', 'hap'):
+                self.t.write(rel, mode + '\n')
+                if self.read_word(spec.FILE_MODE) != mode:
+                    raise Failure('forced switch to %s did not happen'
+                                  % mode)
+            if self.read_word(spec.FILE_POLICY) != 'adaptive':
+                raise Failure('a forced switch changed the policy')
+
+    def check_vm_threshold_override(self):
+        rel = self.vm_file(spec.FILE_THRESHOLDS)
+        host = spec.ThresholdSet.parse(
+            self.t.read(_param(spec.PARAM_THRESHOLDS)))
+        mine = spec.ThresholdSet(dsp.Thresholds(5, 4, 3, 2, 1, 0), 2, 1000)
+        with self.preserved():
+            self.t.write(rel, 'default\n')
+            text = self.t.read(rel)
+            if not text.rstrip().endswith('override=0'):
+                raise Failure('%s without override must end override=0, '
+                              'read %r' % (rel, text))
+            if spec.ThresholdSet.parse(text.replace(' override=0', '')) \
+                    != host:
+                raise Failure('%s without override differs from the host '
+                              'thresholds' % rel)
+            self.t.write(rel, mine.format())
+            text = self.t.read(rel)
+            if (not text.rstrip().endswith('override=1')
+                    or spec.ThresholdSet.parse(
+                        text.replace(' override=1', '')) != mine):
+                raise Failure('%s override did not read back: %r'
+                              % (rel, text))
+            self.expect_error(rel, 'tlb_upper=1\n', spec.EINVAL)
+
+    def check_guest_faults(self):
+        rel = self.vm_file(spec.FILE_GUEST_FAULTS)
+        for text in ('abc\n', '-5\n', '1 2\n', '%d\n' % (dsp.U64_MAX + 1)):
+            self.expect_error(rel, text, spec.EINVAL)
+
+    def check_inject_needs_switch_on(self):
+        with self.preserved():
+            self.t.write(_param(spec.PARAM_INJECT), 'N\n')
+            self.expect_error(self.vm_file(spec.FILE_INJECT), '1000 1 1\n',
+                              spec.EPERM)
+            self.t.write(_param(spec.PARAM_INJECT), 'Y\n')
+            self.expect_error(self.vm_file(spec.FILE_INJECT), '1000 1\n',
+                              spec.EINVAL)
+
+    def check_adaptive_follows_reference(self, steps=300, seed=1):
+        """Injected samples drive the VM's engine exactly like dsp.Engine."""
+        thresholds = spec.ThresholdSet(
+            dsp.Thresholds(10000, 100, 5000000, 100000, 200000, 150000),
+            3, 5000)
+        rng = random.Random(seed)
+        # Phases of TLB-heavy and fault-heavy samples, with noise and
+        # short bursts, so that every rule fires and the window matters.
+        shapes = [(30, 0), (0, 40), (2, 2), (0, 0), (12, 5), (1, 200)]
+        with self.preserved():
+            self.t.write(_param(spec.PARAM_INJECT), 'Y\n')
+            self.t.write(self.vm_file(spec.FILE_THRESHOLDS),
+                         thresholds.format())
+            self.t.write(self.vm_file(spec.FILE_POLICY), 'hap\n')
+            self.t.write(self.vm_file(spec.FILE_POLICY), 'adaptive\n')
+            ref = dsp.Engine(thresholds.thresholds, thresholds.history,
+                             dsp.Mode.HAP)
+            shape = shapes[0]
+            for step in range(steps):
+                if rng.random() < 0.15:
+                    shape = rng.choice(shapes)
+                insns = rng.randrange(0, 10 ** 10) if rng.random() > 0.02 \
+                    else 0
+                tlb = shape[0] * insns // 1000 + rng.randrange(0, 1000)
+                pf = shape[1] * insns // 10 ** 8 + rng.randrange(0, 3)
+                self.t.write(self.vm_file(spec.FILE_INJECT),
+                             '%d %d %d\n' % (insns, tlb, pf))
+                expected = str(ref.step(dsp.Sample.from_counts(insns, tlb,
+                                                               pf)))
+                got = self.read_word(spec.FILE_MODE)
+                stats = self.stats()
+                if got != expected or stats['last_rule'] != ref.last_rule:
+                    raise Failure(
+                        'step %d (%d %d %d): mode %s rule %d, the reference '
+                        'engine says %s rule %d' % (
+                            step, insns, tlb, pf, got, stats['last_rule'],
+                            expected, ref.last_rule))
+
+
+CHECKS = [name for name in dir(Suite) if name.startswith('check_')]
+HOST_CHECKS = ('check_discovery', 'check_host_thresholds',
+               'check_host_thresholds_rejects_bad_values',
+               'check_inject_param')
+
+
+def find_vm(transport):
+    """A running VM that can run in both modes, or None."""
+    for name in sorted(transport.listdir(spec.DEBUGFS_DIR)):
+        if not spec.VM_DIR_RE.match(name):
+            continue
+        rel = '%s/%s/%s' % (spec.DEBUGFS_DIR, name, spec.FILE_POLICY)
+        if not transport.exists(rel):
+            continue
+        policy = transport.read(rel).strip()
+        try:
+            transport.write(rel, 'adaptive\n')
+        except OSError:
+            continue
+        transport.write(rel, policy + '\n')
+        return name
+    return None
+
+
+def run(transport, vm=None):
+    """Run every check; return [(check name, None or failure message)]."""
+    if vm is None:
+        vm = find_vm(transport)
+    suite = Suite(transport, vm)
+    results = []
+    for name in CHECKS:
+        if vm is None and name not in HOST_CHECKS:
+            results.append((name, 'no running VM that can run in both '
+                                  'modes under %s' % spec.DEBUGFS_DIR))
+            continue
+        try:
+            getattr(suite, name)()
+        except (Failure, OSError, spec.AbiFormatError) as exc:
+            results.append((name, str(exc) or exc.__class__.__name__))
+        else:
+            results.append((name, None))
+    return results

@@ -1,0 +1,254 @@
+"""Reference model of the switching interface: what each read and write does.
+
+A pure-Python statement of the spec's state machine, with no files and no
+time of its own.  The simulated host serves it under a root directory; the
+conformance suite is tested against it; the kernel patch implements the
+same behaviour in C.  Errors are raised as ``OSError(errno, message)``,
+the way a failing write(2) on the real files reports them.
+"""
+
+import errno
+import os
+
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging import dsp
+
+
+def _fail(code, message):
+    raise OSError(code, '%s: %s' % (os.strerror(code), message))
+
+
+class HostModel:
+    """Host-wide parameters of one (simulated or reference) host."""
+
+    def __init__(self, thresholds, clock):
+        self.thresholds = thresholds      # spec.ThresholdSet
+        self.inject = False
+        self.clock = clock                # () -> monotonic nanoseconds
+        self.vms = {}                     # "<pid>-<fd>" -> VmModel
+
+    def read_param(self, name):
+        if name == spec.PARAM_ABI:
+            return '%d\n' % spec.ABI_VERSION
+        if name == spec.PARAM_THRESHOLDS:
+            return self.thresholds.format()
+        if name == spec.PARAM_INJECT:
+            return 'Y\n' if self.inject else 'N\n'
+        _fail(errno.ENOENT, name)
+
+    def write_param(self, name, text):
+        try:
+            if name == spec.PARAM_THRESHOLDS:
+                self.thresholds = spec.ThresholdSet.parse(text)
+                for vm in self.vms.values():
+                    vm.host_thresholds_changed()
+            elif name == spec.PARAM_INJECT:
+                word = text.strip()
+                if word not in ('Y', 'N', '1', '0', 'y', 'n'):
+                    raise spec.AbiFormatError('expected Y or N, got %r'
+                                              % text)
+                self.inject = word in ('Y', 'y', '1')
+            else:
+                _fail(spec.EPERM, '%s is read-only' % name)
+        except spec.AbiFormatError as exc:
+            _fail(spec.EINVAL, '%s: %s' % (name, exc))
+
+    # -- the same read/write/listdir/exists interface as a root directory --
+    def _resolve(self, rel):
+        parts = rel.strip('/').split('/')
+        params = spec.PARAMS_DIR.split('/')
+        debugfs = spec.DEBUGFS_DIR.split('/')
+        if parts[:-1] == params:
+            return 'param', parts[-1]
+        if parts[:len(debugfs)] == debugfs and len(parts) == len(debugfs) + 2:
+            vm = self.vms.get(parts[-2])
+            if vm is not None and parts[-1] in spec.VM_FILES:
+                return vm, parts[-1]
+        _fail(errno.ENOENT, rel)
+
+    def read(self, rel):
+        where, name = self._resolve(rel)
+        if where == 'param':
+            return self.read_param(name)
+        return where.read(name)
+
+    def write(self, rel, text):
+        where, name = self._resolve(rel)
+        if where == 'param':
+            return self.write_param(name, text)
+        return where.write(name, text)
+
+    def listdir(self, rel):
+        if rel.strip('/') == spec.DEBUGFS_DIR:
+            return list(self.vms)
+        if rel.strip('/') == spec.PARAMS_DIR:
+            return [spec.PARAM_ABI, spec.PARAM_THRESHOLDS, spec.PARAM_INJECT]
+        _fail(errno.ENOENT, rel)
+
+    def exists(self, rel):
+        try:
+            self._resolve(rel)
+        except OSError:
+            return False
+        return True
+
+    def add_vm(self, name, mode='hap', can_hap=True, can_shadow=True,
+               pmu=True):
+        vm = VmModel(self, mode, can_hap, can_shadow, pmu)
+        self.vms[name] = vm
+        return vm
+
+
+class VmModel:
+    """One VM's per-VM files and the in-kernel DSP engine behind them."""
+
+    def __init__(self, host, mode, can_hap, can_shadow, pmu):
+        self.host = host
+        self.can = {'hap': can_hap, 'shadow': can_shadow}
+        self.pmu = pmu
+        self.policy = mode
+        self.mode = mode
+        self.override = None
+        self.stats = {key: 0 for key in spec.STATS_KEYS}
+        self.stats.update(abi_version=spec.ABI_VERSION, pf_source='none')
+        self._mode_since = host.clock()
+        self._user_faults = None          # last cumulative value written
+        self._user_delta = 0
+        self.engine = self._new_engine()
+
+    # -- helpers ---------------------------------------------------------
+    def effective_thresholds(self):
+        return self.override or self.host.thresholds
+
+    def _new_engine(self):
+        t = self.effective_thresholds()
+        return dsp.Engine(t.thresholds, t.history, dsp.Mode.parse(self.mode))
+
+    def host_thresholds_changed(self):
+        if self.override is None:
+            self.engine = self._new_engine()
+
+    def _account(self):
+        now = self.host.clock()
+        self.stats['time_%s_ns' % self.mode] += now - self._mode_since
+        self._mode_since = now
+
+    def switch(self, mode, cost_ns=0):
+        """Change the running mode; a no-op when already there."""
+        if mode == self.mode:
+            return False
+        self._account()
+        self.mode = mode
+        self.stats['switches_to_%s' % mode] += 1
+        self.stats['time_switching_ns'] += cost_ns
+        self.engine.reset(dsp.Mode.parse(mode))
+        return True
+
+    # -- the files -------------------------------------------------------
+    def read(self, name):
+        if name == spec.FILE_POLICY:
+            return self.policy + '\n'
+        if name == spec.FILE_MODE:
+            return self.mode + '\n'
+        if name == spec.FILE_THRESHOLDS:
+            return self.effective_thresholds().format().rstrip('\n') + (
+                ' override=%d\n' % (self.override is not None))
+        if name == spec.FILE_STATS:
+            self._account()
+            self.stats.update(policy=self.policy, mode=self.mode,
+                              pmu=int(self.pmu))
+            return spec.format_stats(self.stats)
+        _fail(spec.EPERM, '%s is write-only' % name)
+
+    def write(self, name, text):
+        try:
+            handler = {
+                spec.FILE_POLICY: self._write_policy,
+                spec.FILE_SWITCH: self._write_switch,
+                spec.FILE_THRESHOLDS: self._write_thresholds,
+                spec.FILE_GUEST_FAULTS: self._write_guest_faults,
+                spec.FILE_INJECT: self._write_inject,
+            }.get(name)
+            if handler is None:
+                _fail(spec.EPERM, '%s is read-only' % name)
+            handler(text)
+        except spec.AbiFormatError as exc:
+            _fail(spec.EINVAL, '%s: %s' % (name, exc))
+
+    def _write_policy(self, text):
+        policy = spec.parse_word(text, spec.POLICIES)
+        needed = spec.MODES if policy == 'adaptive' else (policy,)
+        for mode in needed:
+            if not self.can[mode]:
+                self.stats['switches_refused'] += 1
+                _fail(spec.EOPNOTSUPP, 'this VM cannot run in %s mode'
+                      % mode)
+        self.policy = policy
+        if policy == 'adaptive':
+            self.engine.reset(dsp.Mode.parse(self.mode))
+        else:
+            self.switch(policy)
+
+    def _write_switch(self, text):
+        mode = spec.parse_word(text, spec.MODES)
+        if self.policy != 'adaptive':
+            _fail(spec.EPERM, 'forced switches need policy adaptive, the '
+                  'policy is %s' % self.policy)
+        self.switch(mode)
+
+    def _write_thresholds(self, text):
+        if text.strip() == 'default':
+            self.override = None
+        else:
+            self.override = spec.ThresholdSet.parse(text)
+        self.engine = self._new_engine()
+
+    def _write_guest_faults(self, text):
+        total = spec.parse_u64(text)
+        if self._user_faults is not None:
+            # A smaller total means the guest's counter restarted (reboot).
+            grown = total - self._user_faults
+            self._user_delta += grown if grown >= 0 else total
+        self._user_faults = total
+
+    def _write_inject(self, text):
+        counts = spec.parse_inject(text)
+        if not self.host.inject:
+            _fail(spec.EPERM, 'counter injection is off (%s=N)'
+                  % spec.PARAM_INJECT)
+        self.sample(*counts, pf_source='inject')
+
+    # -- the sampling timer ------------------------------------------------
+    def guest_faults(self, intercepted):
+        """This interval's guest page faults and where they came from.
+
+        User space's counter wins when it has been fed (it counts the same
+        way in both modes); otherwise shadow mode's intercepted #PF count;
+        otherwise, in HAP mode, nothing.
+        """
+        if self._user_faults is not None:
+            delta, self._user_delta = self._user_delta, 0
+            return delta, 'user'
+        if self.mode == 'shadow' and intercepted is not None:
+            return intercepted, 'intercept'
+        return None, 'none'
+
+    def sample(self, instructions, tlb_misses, page_faults, pf_source):
+        """One interval; return the mode the engine switched to, or None.
+
+        ``instructions`` and ``tlb_misses`` are None without a PMU.
+        """
+        s = dsp.Sample.from_counts(instructions, tlb_misses, page_faults)
+        self.stats.update(
+            samples=self.stats['samples'] + 1, pf_source=pf_source,
+            last_instructions=instructions or 0,
+            last_tlb_misses=tlb_misses or 0,
+            last_page_faults=page_faults or 0,
+            last_ftlb=s.ftlb, last_fpf=s.fpf, last_pt=s.pt)
+        if self.policy != 'adaptive':
+            return None
+        target = str(self.engine.step(s))
+        self.stats.update(last_rule=int(self.engine.last_rule),
+                          last_htlb=self.engine.last_htlb,
+                          last_hpt=self.engine.last_hpt)
+        return target if self.switch(target) else None

@@ -1,0 +1,169 @@
+"""The host switching interface, version 1: names, formats, error codes.
+
+The normative text is ``kvm-patch/Documentation/paging-switch-abi.rst``;
+this module is its machine-readable half, used by the agent, the
+reference model, the simulated host and the conformance suite.  Text
+formats are parsed and printed here and nowhere else.
+"""
+
+import errno
+import re
+
+from nova_adaptive_paging import dsp
+
+ABI_VERSION = 1
+
+# Host-wide, under <root>/sys/module/kvm/parameters/.
+PARAMS_DIR = 'sys/module/kvm/parameters'
+PARAM_ABI = 'paging_switch_abi'
+PARAM_THRESHOLDS = 'dsp_thresholds'
+PARAM_INJECT = 'dsp_inject'
+
+# Per VM, under <root>/sys/kernel/debug/kvm/<pid>-<fd>/.
+DEBUGFS_DIR = 'sys/kernel/debug/kvm'
+VM_DIR_RE = re.compile(r'^(?P<pid>\d+)-(?P<fd>\d+)$')
+FILE_POLICY = 'paging_policy'
+FILE_MODE = 'paging_mode'
+FILE_SWITCH = 'paging_switch'
+FILE_THRESHOLDS = 'paging_thresholds'
+FILE_GUEST_FAULTS = 'paging_guest_faults'
+FILE_INJECT = 'paging_inject'
+FILE_STATS = 'paging_stats'
+VM_FILES = (FILE_POLICY, FILE_MODE, FILE_SWITCH, FILE_THRESHOLDS,
+            FILE_GUEST_FAULTS, FILE_INJECT, FILE_STATS)
+
+POLICIES = ('hap', 'shadow', 'adaptive')
+MODES = ('hap', 'shadow')
+PF_SOURCES = ('none', 'user', 'intercept', 'inject')
+
+INTERVAL_MS_RANGE = (100, 3600 * 1000)
+THRESHOLD_KEYS = dsp.Thresholds.FIELDS + ('history', 'interval_ms')
+
+# paging_stats keys, in the order the kernel prints them.
+STATS_KEYS = (
+    'abi_version', 'policy', 'mode', 'pmu', 'pf_source',
+    'switches_to_hap', 'switches_to_shadow', 'switches_refused',
+    'time_hap_ns', 'time_shadow_ns', 'time_switching_ns',
+    'shadow_maint_ns', 'hap_walk_cycles',
+    'samples', 'last_rule',
+    'last_instructions', 'last_tlb_misses', 'last_page_faults',
+    'last_ftlb', 'last_fpf', 'last_pt', 'last_htlb', 'last_hpt',
+)
+STATS_WORDS = {'policy': POLICIES, 'mode': MODES, 'pf_source': PF_SOURCES}
+
+# Errors a write returns (as the errno of write(2)).
+EINVAL = errno.EINVAL          # unparsable or out-of-range value
+EPERM = errno.EPERM            # operation not allowed in the current state
+EOPNOTSUPP = errno.EOPNOTSUPP  # this VM cannot run in the requested mode
+
+
+class AbiFormatError(ValueError):
+    """Text that does not follow the ABI's format (the kernel's EINVAL)."""
+
+
+def parse_u64(text):
+    word = text.strip()
+    if not re.fullmatch(r'\d{1,20}', word) or int(word) > dsp.U64_MAX:
+        raise AbiFormatError('expected a decimal u64, got %r' % (text,))
+    return int(word)
+
+
+def parse_word(text, allowed):
+    word = text.strip()
+    if word not in allowed:
+        raise AbiFormatError('expected one of %s, got %r'
+                             % ('|'.join(allowed), text))
+    return word
+
+
+class ThresholdSet:
+    """The six thresholds plus history length and interval, as one value.
+
+    Written and read as one line of ``key=value`` pairs with every key of
+    THRESHOLD_KEYS, so that a set is replaced atomically and can never be
+    observed half-updated (for example with a lower bound above its upper
+    bound).
+    """
+
+    def __init__(self, thresholds, history, interval_ms):
+        if not 1 <= history <= dsp.HISTORY_MAX:
+            raise AbiFormatError('history must be in [1, %d], got %d'
+                                 % (dsp.HISTORY_MAX, history))
+        if not INTERVAL_MS_RANGE[0] <= interval_ms <= INTERVAL_MS_RANGE[1]:
+            raise AbiFormatError('interval_ms must be in [%d, %d], got %d'
+                                 % (INTERVAL_MS_RANGE + (interval_ms,)))
+        self.thresholds = thresholds
+        self.history = history
+        self.interval_ms = interval_ms
+
+    @classmethod
+    def from_profile(cls, profile):
+        return cls(profile.thresholds, profile.history_samples,
+                   profile.interval_s * 1000)
+
+    @classmethod
+    def parse(cls, text):
+        pairs = {}
+        for item in text.split():
+            key, sep, value = item.partition('=')
+            if not sep or key not in THRESHOLD_KEYS:
+                raise AbiFormatError('unknown item %r; expected %s'
+                                     % (item, ' '.join(
+                                         k + '=N' for k in THRESHOLD_KEYS)))
+            if key in pairs:
+                raise AbiFormatError('%s given twice' % key)
+            pairs[key] = parse_u64(value)
+        missing = [k for k in THRESHOLD_KEYS if k not in pairs]
+        if missing:
+            raise AbiFormatError('missing %s' % ', '.join(missing))
+        try:
+            thresholds = dsp.Thresholds(
+                **{k: pairs[k] for k in dsp.Thresholds.FIELDS})
+        except ValueError as exc:
+            raise AbiFormatError(str(exc))
+        return cls(thresholds, pairs['history'], pairs['interval_ms'])
+
+    def format(self):
+        values = self.thresholds.as_tuple() + (self.history,
+                                               self.interval_ms)
+        return ' '.join('%s=%d' % kv
+                        for kv in zip(THRESHOLD_KEYS, values)) + '\n'
+
+    def __eq__(self, other):
+        return (isinstance(other, ThresholdSet)
+                and self.format() == other.format())
+
+    def __repr__(self):
+        return 'ThresholdSet(%s)' % self.format().strip()
+
+
+def parse_stats(text):
+    """paging_stats text -> dict; words stay str, numbers become int."""
+    stats = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        key, _, value = line.partition(' ')
+        if key not in STATS_KEYS:
+            raise AbiFormatError('line %d: unknown key %r' % (lineno, key))
+        if key in STATS_WORDS:
+            stats[key] = parse_word(value, STATS_WORDS[key])
+        else:
+            stats[key] = parse_u64(value)
+    missing = [k for k in STATS_KEYS if k not in stats]
+    if missing:
+        raise AbiFormatError('missing %s' % ', '.join(missing))
+    return stats
+
+
+def format_stats(stats):
+    return ''.join('%s %s\n' % (key, stats[key]) for key in STATS_KEYS)
+
+
+def parse_inject(text):
+    """'instructions tlb_misses page_faults' -> three u64."""
+    words = text.split()
+    if len(words) != 3:
+        raise AbiFormatError('expected "instructions tlb_misses '
+                             'page_faults", got %r' % (text,))
+    return tuple(parse_u64(w) for w in words)

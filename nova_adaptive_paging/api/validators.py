@@ -1,0 +1,45 @@
+"""Nova API validators for the ``hw:paging*`` flavor extra specs.
+
+Loaded by nova-api through the ``nova.api.extra_spec_validators`` entry
+point; from microversion 2.86 Nova rejects unknown ``hw:`` keys, so without
+these even valid values are refused.  The value rules come from
+:mod:`nova_adaptive_paging.policy`; Nova validates one key at a time, so
+the cross-key rule (companions only with ``adaptive``) is enforced by the
+scheduler filter and ``nova-paging policy check``.
+"""
+
+from nova.api.validation.extra_specs import base
+
+from nova_adaptive_paging import policy
+
+EXTRA_SPEC_VALIDATORS = [
+    base.ExtraSpecValidator(
+        name=policy.KEY_POLICY,
+        description=(
+            'Paging mode of the guest. ``adaptive`` lets the host switch '
+            'between hardware-assisted (EPT/NPT) and shadow paging at run '
+            'time (needs the adaptive-paging KVM patch); ``hap`` and '
+            '``shadow`` pin one mode. Unset means the host default.'),
+        value={'type': str, 'enum': list(policy.VALUES)},
+    ),
+    base.ExtraSpecValidator(
+        name=policy.KEY_INTERVAL,
+        description=(
+            'Sampling interval, in seconds, of the adaptive-paging '
+            'decision. Only with ``hw:paging=adaptive``.'),
+        value={'type': int, 'min': policy.INTERVAL_MIN,
+               'max': policy.INTERVAL_MAX},
+    ),
+    base.ExtraSpecValidator(
+        name=policy.KEY_PROFILE,
+        description=(
+            'Name of the threshold profile to use instead of the one '
+            'calibrated for the host CPU generation. Only with '
+            '``hw:paging=adaptive``.'),
+        value={'type': str, 'pattern': policy.PROFILE_PATTERN},
+    ),
+]
+
+
+def register():
+    return EXTRA_SPEC_VALIDATORS

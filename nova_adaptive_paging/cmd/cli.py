@@ -1,0 +1,193 @@
+"""``nova-paging``: the operator's command line."""
+
+import glob
+import json
+import os
+import sys
+
+import click
+
+from nova_adaptive_paging.abi import conformance
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging import conf
+from nova_adaptive_paging import cpu
+from nova_adaptive_paging import policy
+from nova_adaptive_paging import profiles
+
+CONF = conf.CONF
+
+
+def _fail(message):
+    click.echo('error: %s' % message, err=True)
+    sys.exit(2)
+
+
+@click.group(context_settings={'help_option_names': ['-h', '--help']})
+@click.option('--config-file', 'config_files', multiple=True,
+              type=click.Path(dir_okay=False),
+              help='oslo.config file(s) with an [adaptive_paging] section.')
+def main(config_files):
+    """Adaptive paging (EPT/NPT <-> shadow) for OpenStack/KVM fleets."""
+    args = []
+    for path in config_files:
+        args += ['--config-file', path]
+    try:
+        CONF(args, project='nova-adaptive-paging', default_config_files=[])
+    except Exception as exc:  # oslo.config's errors share no base class
+        _fail('configuration: %s' % exc)
+
+
+# -- policy ----------------------------------------------------------------
+@main.group('policy')
+def policy_group():
+    """Flavor extra specs (hw:paging, hw:paging_interval, ...)."""
+
+
+@policy_group.command('check')
+@click.argument('specs', nargs=-1, required=True, metavar='KEY=VALUE...')
+@click.option('--default-policy', type=click.Choice(policy.VALUES),
+              help='Host default for a flavor without hw:paging '
+                   '(default: [adaptive_paging] default_policy).')
+def policy_check(specs, default_policy):
+    """Validate flavor extra specs and print the policy they ask for."""
+    extra_specs = {}
+    for item in specs:
+        key, sep, value = item.partition('=')
+        if not sep:
+            _fail('%r is not KEY=VALUE' % item)
+        extra_specs[key] = value
+    try:
+        parsed = policy.from_extra_specs(extra_specs)
+        resolved = parsed.resolve(default_policy
+                                  or CONF.adaptive_paging.default_policy)
+    except policy.PolicyError as exc:
+        _fail(str(exc))
+    source = 'flavor' if parsed.paging is not None else 'host default'
+    click.echo('hw:paging=%s (%s)' % (resolved.paging, source))
+    if resolved.interval_s is not None:
+        click.echo('interval: %d s' % resolved.interval_s)
+    if resolved.profile is not None:
+        click.echo('threshold profile: %s' % resolved.profile)
+
+
+# -- thresholds ------------------------------------------------------------
+def _profile_set():
+    """Built-ins plus the configured directories; bad files are reported
+    and leave the built-ins in force."""
+    found = profiles.ProfileSet()
+    paths = []
+    for directory in CONF.adaptive_paging.profile_dirs:
+        paths += sorted(glob.glob(os.path.join(directory, '*.yaml')))
+    try:
+        found.reload(paths)
+    except profiles.ProfileError as exc:
+        click.echo('warning: %s; using the built-in profiles' % exc,
+                   err=True)
+    return found
+
+
+@main.group('thresholds')
+def thresholds_group():
+    """DSP threshold profiles per CPU generation."""
+
+
+@thresholds_group.command('show')
+@click.option('--generation', metavar='KEY',
+              help='CPU generation key (default: this host\'s).')
+@click.option('--file', 'path', type=click.Path(dir_okay=False),
+              help='Show this profile file instead.')
+@click.option('--json', 'as_json', is_flag=True, help='Print JSON.')
+def thresholds_show(generation, path, as_json):
+    """Show the threshold profile a generation gets, with its provenance."""
+    if path:
+        try:
+            profile = profiles.load(path)
+        except profiles.ProfileError as exc:
+            _fail(str(exc))
+        generation = profile.generation
+        note = 'file %s' % path
+    else:
+        if generation is None:
+            generation = (CONF.adaptive_paging.cpu_generation
+                          or _detect_generation())
+        found = _profile_set()
+        profile = found.for_generation(generation)
+        note = ('calibrated for %s' % generation if found.has(generation)
+                else 'fallback: no profile for %s' % generation)
+    abi_line = spec.ThresholdSet.from_profile(profile).format().strip()
+    if as_json:
+        doc = profile.to_dict()
+        doc.update(requested_generation=generation, selection=note,
+                   abi=abi_line)
+        click.echo(json.dumps(doc, indent=2))
+        return
+    click.echo('generation:  %s (%s)' % (profile.generation, note))
+    t = profile.to_dict()['thresholds']
+    click.echo('FTLB  (TLB misses / 1000 insns):       upper %-8s lower %s'
+               % (t['tlb_upper'], t['tlb_lower']))
+    click.echo('FPF   (page faults / 1000 insns x1e7):  upper %-8s lower %s'
+               % (t['pf_upper'], t['pf_lower']))
+    click.echo('P-to-T (FPF / FTLB):                   upper %-8s lower %s'
+               % (t['pt_upper'], t['pt_lower']))
+    click.echo('history: %d samples of %d s'
+               % (profile.history_samples, profile.interval_s))
+    p = profile.provenance
+    click.echo('provenance: %s; %s; obtained %s; %d host(s), %d sample(s)'
+               % (p.method, p.source or '-', p.obtained or '-', p.hosts,
+                  p.samples))
+    click.echo('kernel:  %s' % abi_line)
+
+
+@thresholds_group.command('check')
+@click.argument('paths', nargs=-1, required=True,
+                type=click.Path(dir_okay=False))
+def thresholds_check(paths):
+    """Validate threshold profile files."""
+    for path in paths:
+        try:
+            profile = profiles.load(path)
+        except profiles.ProfileError as exc:
+            _fail(str(exc))
+        click.echo('%s: ok (%s)' % (path, profile.generation))
+
+
+# -- cpu ---------------------------------------------------------------------
+def _detect_generation(cpuinfo='/proc/cpuinfo', libvirt_model=None):
+    try:
+        return cpu.host_generation(cpuinfo, libvirt_model)
+    except (OSError, ValueError) as exc:
+        _fail('cannot read the host CPU: %s' % exc)
+
+
+@main.command('cpu-generation')
+@click.option('--cpuinfo', default='/proc/cpuinfo', show_default=True,
+              type=click.Path(dir_okay=False))
+@click.option('--libvirt-model', help='libvirt host CPU model name.')
+def cpu_generation(cpuinfo, libvirt_model):
+    """Print this host's CPU generation key."""
+    click.echo(_detect_generation(cpuinfo, libvirt_model))
+
+
+# -- abi ---------------------------------------------------------------------
+@main.group('abi')
+def abi_group():
+    """The switching patch's interface."""
+
+
+@abi_group.command('conformance')
+@click.option('--root', required=True, type=click.Path(file_okay=False),
+              help='Root of the interface\'s files: / on a patched host.')
+@click.option('--vm', metavar='PID-FD', help='VM directory to exercise.')
+def abi_conformance(root, vm):
+    """Check an implementation of the interface against the spec."""
+    results = conformance.run(conformance.FileTransport(root), vm)
+    for name, error in results:
+        click.echo('%s %s%s' % ('PASS' if error is None else 'FAIL', name,
+                                '' if error is None else ': ' + error))
+    failed = sum(1 for _, error in results if error is not None)
+    click.echo('%d passed, %d failed' % (len(results) - failed, failed))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == '__main__':
+    main()

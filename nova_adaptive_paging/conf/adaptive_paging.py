@@ -1,0 +1,73 @@
+from oslo_config import cfg
+
+from nova_adaptive_paging import policy
+
+adaptive_paging_group = cfg.OptGroup(
+    'adaptive_paging',
+    title='Adaptive paging options',
+    help="""
+Options of nova-adaptive-paging on a compute node: which paging mode guests
+get when their flavor does not say, where calibrated DSP threshold profiles
+live, and where the switching patch's interface is found.
+""")
+
+policy_opts = [
+    cfg.StrOpt('default_policy',
+               default=policy.Paging.HAP.value,
+               choices=[
+                   (policy.Paging.HAP.value,
+                    'Hardware-assisted paging (EPT/NPT), KVM\'s default'),
+                   (policy.Paging.SHADOW.value, 'Shadow paging'),
+                   (policy.Paging.ADAPTIVE.value,
+                    'Let the switching patch choose at run time'),
+               ],
+               help="""
+Paging policy of a guest whose flavor has no ``hw:paging`` extra spec.
+
+The scheduler filter reads the same option, so set it to the same value on
+the scheduler and on every compute node.
+"""),
+]
+
+profile_opts = [
+    cfg.ListOpt('profile_dirs',
+                default=['/etc/nova-adaptive-paging/profiles'],
+                help="""
+Directories searched for DSP threshold profile files (``*.yaml``). A file
+overrides the built-in profile of the same generation. A malformed file is
+reported and ignored as a whole: the profiles in force before stay in force.
+"""),
+    cfg.StrOpt('cpu_generation',
+               help="""
+CPU generation key of this host (for example ``intel-icelake-server``),
+used to pick its threshold profile. Unset means detect it from
+``/proc/cpuinfo`` and the libvirt host CPU model. A generation without a
+profile uses the built-in ``intel-nehalem`` profile.
+"""),
+]
+
+host_opts = [
+    cfg.StrOpt('host_root',
+               default='/',
+               help="""
+Root under which the switching patch's files are found
+(``sys/module/kvm/parameters`` and ``sys/kernel/debug/kvm``). ``/`` on a
+real compute node; a simulated host's directory in tests and demos.
+"""),
+    cfg.StrOpt('libvirt_uri',
+               default='qemu:///system',
+               help="""
+libvirt connection URI of the local hypervisor.
+"""),
+]
+
+ALL_OPTS = policy_opts + profile_opts + host_opts
+
+
+def register_opts(conf):
+    conf.register_group(adaptive_paging_group)
+    conf.register_opts(ALL_OPTS, group=adaptive_paging_group)
+
+
+def list_opts():
+    return {adaptive_paging_group: ALL_OPTS}

@@ -1,0 +1,155 @@
+"""The paging policy a flavor asks for, parsed from its extra specs.
+
+This module is the single definition of the ``hw:paging*`` extra specs:
+the Nova API validators (:mod:`nova_adaptive_paging.api.validators`), the
+scheduler filter, the agent and ``nova-paging policy check`` all use it.
+
+``hw:paging``            ``adaptive`` | ``hap`` | ``shadow``.  Missing means
+                         the host's configured default
+                         (``[adaptive_paging] default_policy``).
+``hw:paging_interval``   DSP sampling interval in seconds, 1-60
+                         (adaptive only; default: the threshold profile's).
+``hw:paging_profile``    name of a threshold profile to use instead of the
+                         host's CPU-generation profile (adaptive only).
+
+Aliases such as ``ept``, ``npt`` or ``nested`` are refused with a hint
+rather than accepted: a flavor is read by people and by placement-trait
+matching, and one spelling per mode keeps both unambiguous.
+"""
+
+import dataclasses
+import enum
+
+from nova_adaptive_paging import profiles
+
+KEY_POLICY = 'hw:paging'
+KEY_INTERVAL = 'hw:paging_interval'
+KEY_PROFILE = 'hw:paging_profile'
+KEYS = (KEY_POLICY, KEY_INTERVAL, KEY_PROFILE)
+
+INTERVAL_MIN, INTERVAL_MAX = 1, 60
+PROFILE_PATTERN = profiles.NAME_RE.pattern[1:-1]
+
+_ALIASES = {'ept': 'hap', 'npt': 'hap', 'tdp': 'hap', 'nested': 'hap',
+            'hardware': 'hap', 'sp': 'shadow', 'software': 'shadow',
+            'dsp': 'adaptive', 'dynamic': 'adaptive', 'auto': 'adaptive'}
+
+
+class Paging(str, enum.Enum):
+    """What a guest asks of its host's paging."""
+
+    ADAPTIVE = 'adaptive'
+    HAP = 'hap'
+    SHADOW = 'shadow'
+
+    def __str__(self):
+        return self.value
+
+
+VALUES = tuple(p.value for p in Paging)
+
+
+class PolicyError(ValueError):
+    """An extra spec is invalid; the message names key, value, expectation."""
+
+    def __init__(self, key, value, expected):
+        self.key, self.value, self.expected = key, value, expected
+        super().__init__('invalid %s=%r: expected %s' % (key, value, expected))
+
+
+@dataclasses.dataclass(frozen=True)
+class PagingPolicy:
+    """A validated paging request.
+
+    ``paging`` is None when the flavor does not say; :meth:`resolve`
+    applies the host default.
+    """
+
+    paging: Paging = None
+    interval_s: int = None
+    profile: str = None
+
+    def resolve(self, default):
+        """The policy with a missing ``hw:paging`` replaced by ``default``."""
+        if self.paging is not None:
+            return self
+        resolved = dataclasses.replace(self, paging=Paging(default))
+        _check_companions(resolved)
+        return resolved
+
+    def to_extra_specs(self):
+        specs = {}
+        if self.paging is not None:
+            specs[KEY_POLICY] = self.paging.value
+        if self.interval_s is not None:
+            specs[KEY_INTERVAL] = str(self.interval_s)
+        if self.profile is not None:
+            specs[KEY_PROFILE] = self.profile
+        return specs
+
+
+def parse_paging(value):
+    """Validate a ``hw:paging`` value; return the Paging."""
+    text = value.strip().lower() if isinstance(value, str) else value
+    try:
+        return Paging(text)
+    except ValueError:
+        expected = 'one of %s' % ', '.join(VALUES)
+        if text in _ALIASES:
+            expected += ' (aliases are not accepted: did you mean %r?)' % (
+                _ALIASES[text],)
+        raise PolicyError(KEY_POLICY, value, expected)
+
+
+def parse_interval(value):
+    """Validate a ``hw:paging_interval`` value; return whole seconds."""
+    expected = 'an integer number of seconds from %d to %d' % (
+        INTERVAL_MIN, INTERVAL_MAX)
+    try:
+        seconds = int(str(value).strip(), 10)
+    except ValueError:
+        raise PolicyError(KEY_INTERVAL, value, expected)
+    if not INTERVAL_MIN <= seconds <= INTERVAL_MAX:
+        raise PolicyError(KEY_INTERVAL, value, expected)
+    return seconds
+
+
+def parse_profile(value):
+    """Validate a ``hw:paging_profile`` value (a profile name)."""
+    if not isinstance(value, str) or not profiles.NAME_RE.match(value):
+        raise PolicyError(KEY_PROFILE, value, 'a profile name matching %s'
+                          % PROFILE_PATTERN)
+    return value
+
+
+def _check_companions(policy):
+    if policy.paging in (None, Paging.ADAPTIVE):
+        return
+    for key, value in ((KEY_INTERVAL, policy.interval_s),
+                       (KEY_PROFILE, policy.profile)):
+        if value is not None:
+            raise PolicyError(key, value, 'no value: %s only applies with '
+                              '%s=adaptive, not %s' % (key, KEY_POLICY,
+                                                       policy.paging))
+
+
+def from_extra_specs(extra_specs):
+    """Parse the ``hw:paging*`` keys of a flavor's extra specs.
+
+    Keys outside this namespace are ignored; an unknown ``hw:paging_*`` key
+    is an error, so a typo never silently falls back to a default.
+    """
+    for key in extra_specs:
+        if key.startswith(KEY_POLICY) and key not in KEYS:
+            raise PolicyError(key, extra_specs[key], 'a known key: %s'
+                              % ', '.join(KEYS))
+    policy = PagingPolicy(
+        paging=(parse_paging(extra_specs[KEY_POLICY])
+                if KEY_POLICY in extra_specs else None),
+        interval_s=(parse_interval(extra_specs[KEY_INTERVAL])
+                    if KEY_INTERVAL in extra_specs else None),
+        profile=(parse_profile(extra_specs[KEY_PROFILE])
+                 if KEY_PROFILE in extra_specs else None),
+    )
+    _check_companions(policy)
+    return policy
