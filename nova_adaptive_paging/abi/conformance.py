@@ -10,6 +10,7 @@ as it found it.  Adaptive decisions are checked against
 
 import contextlib
 import errno
+import itertools
 import os
 import random
 
@@ -261,15 +262,46 @@ class Suite:
             self.expect_error(self.vm_file(spec.FILE_INJECT), '1000 1\n',
                               spec.EINVAL)
 
+    def _boundary_samples(self, t):
+        """Counts whose metrics sit on and around every threshold.
+
+        With 10^13 instructions FTLB is tlb // 10^7 and FPF is pf, and with
+        FTLB = 1000 P-to-T equals FPF, so each threshold is hit exactly.
+        """
+        insns = 10 ** 13
+        around = (lambda v: {max(v - 1, 0), v, v + 1})
+        ftlbs = {0, 1, 1000, 4 * t.tlb_upper // 5, 4 * t.tlb_upper // 5 + 1}
+        fpfs = {0, 4 * t.pf_upper // 5, 4 * t.pf_upper // 5 + 1}
+        for v in (t.tlb_lower, t.tlb_upper):
+            ftlbs |= around(v)
+        for v in (t.pf_lower, t.pf_upper, t.pt_lower, t.pt_upper):
+            fpfs |= around(v)
+        for ftlb in sorted(ftlbs):
+            for fpf in sorted(fpfs):
+                yield insns, ftlb * 10 ** 7, fpf
+
+    def _random_samples(self, steps, seed):
+        # Phases of TLB-heavy and fault-heavy samples, with noise and
+        # short bursts, so that every rule fires and the window matters.
+        rng = random.Random(seed)
+        shapes = [(30, 0), (0, 40), (2, 2), (0, 0), (12, 5), (1, 200)]
+        shape = shapes[0]
+        for _ in range(steps):
+            if rng.random() < 0.15:
+                shape = rng.choice(shapes)
+            insns = rng.randrange(0, 10 ** 10) if rng.random() > 0.02 else 0
+            yield (insns, shape[0] * insns // 1000 + rng.randrange(0, 1000),
+                   shape[1] * insns // 10 ** 8 + rng.randrange(0, 3))
+
     def check_adaptive_follows_reference(self, steps=300, seed=1):
-        """Injected samples drive the VM's engine exactly like dsp.Engine."""
+        """Injected samples drive the VM's engine exactly like dsp.Engine:
+        every threshold's boundary (each sample held for a full window),
+        then random phases."""
         thresholds = spec.ThresholdSet(
             dsp.Thresholds(10000, 100, 5000000, 100000, 200000, 150000),
             3, 5000)
-        rng = random.Random(seed)
-        # Phases of TLB-heavy and fault-heavy samples, with noise and
-        # short bursts, so that every rule fires and the window matters.
-        shapes = [(30, 0), (0, 40), (2, 2), (0, 0), (12, 5), (1, 200)]
+        held = [c for c in self._boundary_samples(thresholds.thresholds)
+                for _ in range(thresholds.history)]
         with self.preserved():
             self.t.write(_param(spec.PARAM_INJECT), 'Y\n')
             self.t.write(self.vm_file(spec.FILE_THRESHOLDS),
@@ -278,14 +310,9 @@ class Suite:
             self.t.write(self.vm_file(spec.FILE_POLICY), 'adaptive\n')
             ref = dsp.Engine(thresholds.thresholds, thresholds.history,
                              dsp.Mode.HAP)
-            shape = shapes[0]
-            for step in range(steps):
-                if rng.random() < 0.15:
-                    shape = rng.choice(shapes)
-                insns = rng.randrange(0, 10 ** 10) if rng.random() > 0.02 \
-                    else 0
-                tlb = shape[0] * insns // 1000 + rng.randrange(0, 1000)
-                pf = shape[1] * insns // 10 ** 8 + rng.randrange(0, 3)
+            samples = itertools.chain(held,
+                                      self._random_samples(steps, seed))
+            for step, (insns, tlb, pf) in enumerate(samples):
                 self.t.write(self.vm_file(spec.FILE_INJECT),
                              '%d %d %d\n' % (insns, tlb, pf))
                 expected = str(ref.step(dsp.Sample.from_counts(insns, tlb,

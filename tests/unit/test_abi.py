@@ -1,0 +1,206 @@
+"""The interface's formats, its reference model, and the conformance suite
+(which must pass on the model and catch implementations that deviate)."""
+
+import errno
+import itertools
+
+import pytest
+
+from nova_adaptive_paging.abi import conformance
+from nova_adaptive_paging.abi import model
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging import dsp
+from nova_adaptive_paging import profiles
+
+VM = 'sys/kernel/debug/kvm/4242-11/'
+THR = 'sys/module/kvm/parameters/dsp_thresholds'
+
+
+def make_host(**vm_kwargs):
+    clock = itertools.count(0, 10 ** 6)
+    host = model.HostModel(
+        spec.ThresholdSet.from_profile(profiles.builtin()),
+        lambda: next(clock))
+    host.add_vm('4242-11', **vm_kwargs)
+    return host
+
+
+def errno_of(call, *args):
+    with pytest.raises(OSError) as err:
+        call(*args)
+    return err.value.errno
+
+
+def test_threshold_line_round_trip():
+    line = ('tlb_upper=10000 tlb_lower=100 pf_upper=5000000 '
+            'pf_lower=100000 pt_upper=200000 pt_lower=150000 history=3 '
+            'interval_ms=5000\n')
+    assert spec.ThresholdSet.from_profile(profiles.builtin()).format() == \
+        line
+    assert spec.ThresholdSet.parse(line).format() == line
+
+
+def test_stats_round_trip():
+    host = make_host()
+    stats = spec.parse_stats(host.read(VM + 'paging_stats'))
+    assert stats['abi_version'] == spec.ABI_VERSION
+    assert stats['mode'] == 'hap' and stats['pf_source'] == 'none'
+    assert spec.parse_stats(spec.format_stats(stats)) == stats
+
+
+def test_policy_writes_switch_and_account_time():
+    host = make_host()
+    host.write(VM + 'paging_policy', 'shadow\n')
+    host.write(VM + 'paging_policy', 'hap\n')
+    stats = spec.parse_stats(host.read(VM + 'paging_stats'))
+    assert stats['switches_to_shadow'] == stats['switches_to_hap'] == 1
+    assert stats['time_hap_ns'] > 0 and stats['time_shadow_ns'] > 0
+
+
+def test_vm_that_needs_tdp_refuses_shadow():
+    host = make_host(can_shadow=False)
+    assert errno_of(host.write, VM + 'paging_policy',
+                    'shadow') == errno.EOPNOTSUPP
+    assert errno_of(host.write, VM + 'paging_policy',
+                    'adaptive') == errno.EOPNOTSUPP
+    assert host.read(VM + 'paging_mode') == 'hap\n'
+    stats = spec.parse_stats(host.read(VM + 'paging_stats'))
+    assert stats['switches_refused'] == 2
+
+
+def test_guest_fault_source_precedence():
+    vm = make_host().vms['4242-11']
+    assert vm.guest_faults(intercepted=7) == (None, 'none')    # HAP
+    vm.switch('shadow')
+    assert vm.guest_faults(intercepted=7) == (7, 'intercept')
+    vm.write('paging_guest_faults', '100')      # baseline only
+    vm.write('paging_guest_faults', '130')
+    assert vm.guest_faults(intercepted=7) == (30, 'user')
+    vm.write('paging_guest_faults', '12')       # guest counter restarted
+    assert vm.guest_faults(intercepted=7) == (12, 'user')
+
+
+def test_host_threshold_change_reaches_vms_without_override():
+    host = make_host()
+    line = host.read(THR).replace('history=3', 'history=5')
+    host.write(THR, line)
+    assert host.vms['4242-11'].engine.history == 5
+    assert 'history=5' in host.read(VM + 'paging_thresholds')
+
+
+def test_conformance_passes_on_the_reference_model():
+    host = make_host()
+    host.add_vm('4243-12', can_shadow=False)
+    results = conformance.run(host)
+    assert [r for r in results if r[1] is not None] == []
+    assert len(results) == len(conformance.CHECKS) >= 12
+    assert not host.inject          # put back as found
+    assert host.vms['4242-11'].policy == 'hap'
+
+
+def test_conformance_picks_a_vm_that_can_switch():
+    host = make_host(can_shadow=False)
+    host.add_vm('9-9')
+    assert conformance.find_vm(host) == '9-9'
+
+
+def test_conformance_without_vm_reports_it():
+    host = make_host(can_shadow=False)
+    results = dict(conformance.run(host))
+    assert results['check_discovery'] is None
+    assert 'no running VM' in results['check_forced_switch']
+
+
+def test_the_reference_sequence_really_switches():
+    """The adaptive check must exercise switches in both directions."""
+    host = make_host()
+    conformance.Suite(host, '4242-11').check_adaptive_follows_reference()
+    stats = host.vms['4242-11'].stats
+    assert stats['switches_to_shadow'] >= 3
+    assert stats['switches_to_hap'] >= 3
+
+
+# -- implementations with one deviation each: the suite must catch them --
+class LeakyRejects(model.VmModel):
+    """Applies the policy before validating it."""
+
+    def _write_policy(self, text):
+        self.policy = text.strip()
+        super()._write_policy(text)
+
+
+class NoCounting(model.VmModel):
+    def switch(self, mode, cost_ns=0):
+        changed = super().switch(mode, cost_ns)
+        if changed:
+            self.stats['switches_to_%s' % mode] -= 1
+        return changed
+
+
+class LaxSwitch(model.VmModel):
+    """Allows forced switches under a fixed policy."""
+
+    def _write_switch(self, text):
+        self.switch(spec.parse_word(text, spec.MODES))
+
+
+class OffByOneRule(model.VmModel):
+    """Compares FTLB >= TLBU instead of >, like a sloppy C port."""
+
+    def sample(self, instructions, tlb_misses, page_faults, pf_source):
+        t = self.engine.thresholds
+        self.engine.thresholds = dsp.Thresholds(
+            max(t.tlb_upper - 1, t.tlb_lower), *t.as_tuple()[1:])
+        try:
+            return super().sample(instructions, tlb_misses, page_faults,
+                                  pf_source)
+        finally:
+            self.engine.thresholds = t
+
+
+class NoWindowRestart(model.VmModel):
+    def switch(self, mode, cost_ns=0):
+        window = list(self.engine.window)
+        changed = super().switch(mode, cost_ns)
+        self.engine.window.extend(window)
+        return changed
+
+
+@pytest.mark.parametrize('broken,check', [
+    (LeakyRejects, 'check_policy_rejects_bad_values'),
+    (NoCounting, 'check_fixed_policies_switch_and_count'),
+    (LaxSwitch, 'check_forced_switch'),
+    (OffByOneRule, 'check_adaptive_follows_reference'),
+    (NoWindowRestart, 'check_adaptive_follows_reference'),
+])
+def test_conformance_catches_deviations(monkeypatch, broken, check):
+    monkeypatch.setattr(model, 'VmModel', broken)
+    host = make_host()
+    results = dict(conformance.run(host, '4242-11'))
+    assert results[check] is not None, results
+
+
+def materialize(host, root):
+    """Copy the model's readable files into plain files under root."""
+    for rel in (spec.PARAMS_DIR, spec.DEBUGFS_DIR):
+        for name in host.listdir(rel):
+            names = ([name] if rel == spec.PARAMS_DIR
+                     else ['%s/%s' % (name, f) for f in spec.VM_FILES])
+            for sub in names:
+                path = root / rel / sub
+                path.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    path.write_text(host.read('%s/%s' % (rel, sub)))
+                except OSError:
+                    path.write_text('')      # write-only file
+
+
+def test_plain_files_cannot_pass(tmp_path):
+    """A directory of plain files reads right but cannot refuse writes."""
+    materialize(make_host(), tmp_path)
+    t = conformance.FileTransport(str(tmp_path))
+    results = dict(conformance.run(t, '4242-11'))
+    assert results['check_discovery'] is None
+    assert 'succeeded; expected EINVAL' in \
+        results['check_policy_rejects_bad_values']
+    assert 'succeeded; expected EPERM' in results['check_forced_switch']

@@ -1,0 +1,40 @@
+from oslo_config import cfg
+from oslo_config import generator
+
+from nova_adaptive_paging.conf import adaptive_paging
+from nova_adaptive_paging.conf import opts
+
+
+def test_options_registered_with_help():
+    conf = cfg.ConfigOpts()
+    adaptive_paging.register_opts(conf)
+    conf([], default_config_files=[])
+    assert conf.adaptive_paging.default_policy == 'hap'
+    for opt in adaptive_paging.ALL_OPTS:
+        assert opt.help.strip()
+
+
+def test_bad_default_policy_is_refused(tmp_path):
+    path = tmp_path / 'x.conf'
+    path.write_text('[adaptive_paging]\ndefault_policy = ept\n')
+    conf = cfg.ConfigOpts()
+    adaptive_paging.register_opts(conf)
+    conf(['--config-file', str(path)], default_config_files=[])
+    try:
+        conf.adaptive_paging.default_policy
+    except ValueError as exc:
+        assert 'ept' in str(exc)
+    else:
+        raise AssertionError('default_policy = ept was accepted')
+
+
+def test_generator_writes_the_sample(tmp_path):
+    out = tmp_path / 'sample.conf'
+    conf = cfg.ConfigOpts()
+    generator.register_cli_opts(conf)
+    conf(['--namespace', 'nova_adaptive_paging', '--output-file', str(out)])
+    generator.generate(conf)
+    text = out.read_text()
+    assert '[adaptive_paging]' in text
+    assert '#default_policy = hap' in text
+    assert [g.name for g, _ in opts.list_opts()] == ['adaptive_paging']

@@ -1,0 +1,81 @@
+import pytest
+
+from nova_adaptive_paging import policy
+
+
+@pytest.mark.parametrize('value,expected', [
+    ('adaptive', policy.Paging.ADAPTIVE), ('hap', policy.Paging.HAP),
+    ('shadow', policy.Paging.SHADOW), (' HAP ', policy.Paging.HAP)])
+def test_valid_paging_values(value, expected):
+    assert policy.from_extra_specs({'hw:paging': value}).paging == expected
+
+
+def test_bogus_value_names_key_value_and_choices():
+    with pytest.raises(policy.PolicyError) as err:
+        policy.from_extra_specs({'hw:paging': 'bogus'})
+    assert str(err.value) == ("invalid hw:paging='bogus': expected one of "
+                              "adaptive, hap, shadow")
+
+
+@pytest.mark.parametrize('alias,hint', [('ept', 'hap'), ('npt', 'hap'),
+                                        ('nested', 'hap'), ('dsp',
+                                                            'adaptive')])
+def test_aliases_are_refused_with_a_hint(alias, hint):
+    with pytest.raises(policy.PolicyError, match="did you mean '%s'" % hint):
+        policy.parse_paging(alias)
+
+
+def test_missing_paging_takes_the_host_default():
+    parsed = policy.from_extra_specs({'hw:cpu_policy': 'dedicated'})
+    assert parsed.paging is None
+    assert parsed.resolve('shadow').paging == policy.Paging.SHADOW
+    explicit = policy.from_extra_specs({'hw:paging': 'hap'})
+    assert explicit.resolve('adaptive').paging == policy.Paging.HAP
+
+
+@pytest.mark.parametrize('value,seconds', [('1', 1), ('60', 60), (' 5', 5)])
+def test_interval_range(value, seconds):
+    parsed = policy.from_extra_specs({'hw:paging': 'adaptive',
+                                      'hw:paging_interval': value})
+    assert parsed.interval_s == seconds
+
+
+@pytest.mark.parametrize('value', ['0', '61', '-1', '2.5', 'five', ''])
+def test_interval_out_of_range(value):
+    with pytest.raises(policy.PolicyError,
+                       match='hw:paging_interval.*from 1 to 60'):
+        policy.from_extra_specs({'hw:paging': 'adaptive',
+                                 'hw:paging_interval': value})
+
+
+def test_profile_name():
+    parsed = policy.from_extra_specs({'hw:paging': 'adaptive',
+                                      'hw:paging_profile': 'amd-zen3'})
+    assert parsed.profile == 'amd-zen3'
+    with pytest.raises(policy.PolicyError, match='hw:paging_profile'):
+        policy.from_extra_specs({'hw:paging_profile': '../etc/passwd'})
+
+
+@pytest.mark.parametrize('paging', ['hap', 'shadow'])
+def test_companions_need_adaptive(paging):
+    with pytest.raises(policy.PolicyError, match='only applies with'):
+        policy.from_extra_specs({'hw:paging': paging,
+                                 'hw:paging_interval': '5'})
+
+
+def test_companions_checked_against_the_host_default():
+    parsed = policy.from_extra_specs({'hw:paging_interval': '5'})
+    assert parsed.resolve('adaptive').interval_s == 5
+    with pytest.raises(policy.PolicyError, match='only applies with'):
+        parsed.resolve('hap')
+
+
+def test_unknown_paging_key_is_an_error():
+    with pytest.raises(policy.PolicyError, match='hw:paging_intervall'):
+        policy.from_extra_specs({'hw:paging_intervall': '5'})
+
+
+def test_round_trip_to_extra_specs():
+    specs = {'hw:paging': 'adaptive', 'hw:paging_interval': '10',
+             'hw:paging_profile': 'intel-nehalem'}
+    assert policy.from_extra_specs(specs).to_extra_specs() == specs
