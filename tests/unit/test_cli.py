@@ -93,8 +93,8 @@ def test_cpu_generation(tmp_path):
     path = tmp_path / 'cpuinfo'
     path.write_text('vendor_id : AuthenticAMD\ncpu family : 25\n'
                     'model : 1\n')
-    assert run('cpu-generation', '--cpuinfo', str(path)) == (0,
-                                                            'amd-zen3\n')
+    result = run('cpu-generation', '--cpuinfo', str(path))
+    assert result == (0, 'amd-zen3\n')
 
 
 def test_abi_conformance_command(tmp_path):

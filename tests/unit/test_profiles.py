@@ -72,8 +72,8 @@ def mutate(path, value):
     (('provenance', 'hosts'), -3, 'provenance.hosts', 'non-negative'),
     (('thresholds', 'tlb_uper'), 1, 'thresholds.tlb_uper', 'unknown field'),
 ])
-def test_malformed_profile_names_file_field_problem(tmp_path, path, value,
-                                                     field, problem):
+def test_malformed_profile_names_file_field_problem(
+        tmp_path, path, value, field, problem):
     f = write(tmp_path, mutate(path, value))
     with pytest.raises(profiles.ProfileError) as err:
         profiles.load(f)
