@@ -112,7 +112,7 @@ def thresholds_show(generation, path, as_json):
                           or _detect_generation())
         found = _profile_set()
         profile = found.for_generation(generation)
-        note = ('calibrated for %s' % generation if found.has(generation)
+        note = ('profile for %s' % generation if found.has(generation)
                 else 'fallback: no profile for %s' % generation)
     abi_line = spec.ThresholdSet.from_profile(profile).format().strip()
     if as_json:
@@ -125,7 +125,7 @@ def thresholds_show(generation, path, as_json):
     t = profile.to_dict()['thresholds']
     click.echo('FTLB  (TLB misses / 1000 insns):       upper %-8s lower %s'
                % (t['tlb_upper'], t['tlb_lower']))
-    click.echo('FPF   (page faults / 1000 insns x1e7):  upper %-8s lower %s'
+    click.echo('FPF   (page faults / 1000 insns x1e7): upper %-8s lower %s'
                % (t['pf_upper'], t['pf_lower']))
     click.echo('P-to-T (FPF / FTLB):                   upper %-8s lower %s'
                % (t['pt_upper'], t['pt_lower']))

@@ -44,7 +44,7 @@ def test_policy_check_not_key_value():
 def test_thresholds_show_builtin():
     code, out = run('thresholds', 'show', '--generation', 'intel-nehalem')
     assert code == 0
-    assert 'calibrated for intel-nehalem' in out
+    assert 'profile for intel-nehalem' in out
     assert ('kernel:  tlb_upper=10000 tlb_lower=100 pf_upper=5000000 '
             'pf_lower=100000 pt_upper=200000 pt_lower=150000 history=3 '
             'interval_ms=5000') in out
