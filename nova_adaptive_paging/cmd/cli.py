@@ -1,25 +1,19 @@
 """``nova-paging``: the operator's command line."""
 
-import glob
 import json
-import os
 import sys
 
 import click
 
 from nova_adaptive_paging.abi import conformance
 from nova_adaptive_paging.abi import spec
-from nova_adaptive_paging import conf
-from nova_adaptive_paging import cpu
+from nova_adaptive_paging.cmd import common
+from nova_adaptive_paging.cmd import host
 from nova_adaptive_paging import policy
 from nova_adaptive_paging import profiles
 
-CONF = conf.CONF
-
-
-def _fail(message):
-    click.echo('error: %s' % message, err=True)
-    sys.exit(2)
+CONF = common.CONF
+_fail = common.fail
 
 
 @click.group(context_settings={'help_option_names': ['-h', '--help']})
@@ -71,21 +65,6 @@ def policy_check(specs, default_policy):
 
 
 # -- thresholds ------------------------------------------------------------
-def _profile_set():
-    """Built-ins plus the configured directories; bad files are reported
-    and leave the built-ins in force."""
-    found = profiles.ProfileSet()
-    paths = []
-    for directory in CONF.adaptive_paging.profile_dirs:
-        paths += sorted(glob.glob(os.path.join(directory, '*.yaml')))
-    try:
-        found.reload(paths)
-    except profiles.ProfileError as exc:
-        click.echo('warning: %s; using the built-in profiles' % exc,
-                   err=True)
-    return found
-
-
 @main.group('thresholds')
 def thresholds_group():
     """DSP threshold profiles per CPU generation."""
@@ -109,8 +88,8 @@ def thresholds_show(generation, path, as_json):
     else:
         if generation is None:
             generation = (CONF.adaptive_paging.cpu_generation
-                          or _detect_generation())
-        found = _profile_set()
+                          or common.detect_generation())
+        found = common.profile_set()
         profile = found.for_generation(generation)
         note = ('profile for %s' % generation if found.has(generation)
                 else 'fallback: no profile for %s' % generation)
@@ -152,20 +131,13 @@ def thresholds_check(paths):
 
 
 # -- cpu ---------------------------------------------------------------------
-def _detect_generation(cpuinfo='/proc/cpuinfo', libvirt_model=None):
-    try:
-        return cpu.host_generation(cpuinfo, libvirt_model)
-    except (OSError, ValueError) as exc:
-        _fail('cannot read the host CPU: %s' % exc)
-
-
 @main.command('cpu-generation')
 @click.option('--cpuinfo', default='/proc/cpuinfo', show_default=True,
               type=click.Path(dir_okay=False))
 @click.option('--libvirt-model', help='libvirt host CPU model name.')
 def cpu_generation(cpuinfo, libvirt_model):
     """Print this host's CPU generation key."""
-    click.echo(_detect_generation(cpuinfo, libvirt_model))
+    click.echo(common.detect_generation(cpuinfo, libvirt_model))
 
 
 # -- abi ---------------------------------------------------------------------
@@ -187,6 +159,9 @@ def abi_conformance(root, vm):
     failed = sum(1 for _, error in results if error is not None)
     click.echo('%d passed, %d failed' % (len(results) - failed, failed))
     sys.exit(1 if failed else 0)
+
+
+main.add_command(host.host_group)
 
 
 if __name__ == '__main__':

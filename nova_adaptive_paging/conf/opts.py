@@ -1,8 +1,12 @@
 """Entry point for oslo-config-generator (``oslo.config.opts``)."""
 
 from nova_adaptive_paging.conf import adaptive_paging
+from nova_adaptive_paging.conf import placement
+
+MODULES = (adaptive_paging, placement)
 
 
 def list_opts():
     return [(group, opts)
-            for group, opts in adaptive_paging.list_opts().items()]
+            for module in MODULES
+            for group, opts in module.list_opts().items()]

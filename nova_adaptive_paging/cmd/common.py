@@ -1,0 +1,41 @@
+"""What the ``nova-paging`` command modules share."""
+
+import glob
+import os
+import sys
+
+import click
+
+from nova_adaptive_paging import conf
+from nova_adaptive_paging import cpu
+from nova_adaptive_paging import profiles
+
+CONF = conf.CONF
+
+
+def fail(message):
+    """Print one ``error:`` line and exit 2."""
+    click.echo('error: %s' % message, err=True)
+    sys.exit(2)
+
+
+def profile_set():
+    """Built-ins plus the configured directories; a bad file is reported
+    and leaves the built-ins in force."""
+    found = profiles.ProfileSet()
+    paths = []
+    for directory in CONF.adaptive_paging.profile_dirs:
+        paths += sorted(glob.glob(os.path.join(directory, '*.yaml')))
+    try:
+        found.reload(paths)
+    except profiles.ProfileError as exc:
+        click.echo('warning: %s; using the built-in profiles' % exc,
+                   err=True)
+    return found
+
+
+def detect_generation(cpuinfo='/proc/cpuinfo', libvirt_model=None):
+    try:
+        return cpu.host_generation(cpuinfo, libvirt_model)
+    except (OSError, ValueError) as exc:
+        fail('cannot read the host CPU: %s' % exc)

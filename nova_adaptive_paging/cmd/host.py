@@ -1,0 +1,60 @@
+"""``nova-paging host ...``: commands run on a compute node."""
+
+import socket
+
+import click
+
+from nova_adaptive_paging import capabilities
+from nova_adaptive_paging.cmd import common
+from nova_adaptive_paging.conf import placement as placement_conf
+from nova_adaptive_paging import placement
+
+CONF = common.CONF
+
+
+@click.group('host')
+def host_group():
+    """This compute node's paging capabilities."""
+
+
+def host_capabilities():
+    """Capabilities of this host, from its /sys and its profiles."""
+    generation = CONF.adaptive_paging.cpu_generation or \
+        common.detect_generation()
+    found = common.profile_set()
+    return capabilities.detect(CONF.adaptive_paging.host_root, generation,
+                               found.has(generation))
+
+
+@host_group.command('capabilities')
+def show_capabilities():
+    """Print what paging this host can give, as placement traits."""
+    caps = host_capabilities()
+    click.echo('switching patch: %s' % ('ABI v%d' % caps.abi_version
+                                        if caps.abi_version else 'absent'))
+    click.echo('policies: %s' % ', '.join(sorted(m.value
+                                                 for m in caps.modes)))
+    for trait in sorted(caps.traits()):
+        click.echo(trait)
+
+
+@host_group.command('publish-capabilities')
+@click.option('--retries', default=5, show_default=True,
+              help='Retries when another writer changes the provider.')
+def publish_capabilities(retries):
+    """Publish this host's capabilities as traits on its provider."""
+    caps = host_capabilities()
+    name = CONF.placement.compute_node_name or socket.gethostname()
+    try:
+        rp_uuid, added, removed = placement.publish(
+            placement_conf.adapter(CONF), name, caps, retries)
+    except placement.PlacementError as exc:
+        common.fail(str(exc))
+    click.echo('provider %s (%s): %s' % (
+        name, rp_uuid, ', '.join(sorted(caps.traits()))))
+    if added or removed:
+        click.echo('added: %s; removed: %s' % (
+            ', '.join(sorted(added)) or '-',
+            ', '.join(sorted(removed)) or '-'))
+    else:
+        click.echo('unchanged')

@@ -1,0 +1,121 @@
+"""Nova's own functional framework, with the project's filter enabled.
+
+Real nova-api (in-process, wsgi-intercept), conductor, scheduler and the
+placement fixture; computes run Nova's fake virt driver, since no machine
+here runs KVM guests (the fake driver is the one part that is not real).
+Capabilities are published exactly as the agent does: through
+``nova_adaptive_paging.placement`` over a keystoneauth adapter talking HTTP
+to the placement fixture.
+"""
+
+import os
+import sysconfig
+
+import fixtures
+import nova.conf
+from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import session as ks_session
+from keystoneauth1 import token_endpoint
+
+from nova.scheduler.client import report
+from nova.tests import fixtures as nova_fixtures
+from nova.tests.functional import integrated_helpers
+
+from nova_adaptive_paging import capabilities
+from nova_adaptive_paging import placement
+
+FILTER = 'AdaptivePagingFilter'
+FILTER_PATH = ('nova_adaptive_paging.scheduler.filters.paging_filter.'
+               + FILTER)
+API_PASTE_INI = os.path.join(sysconfig.get_path('data'), 'etc', 'nova',
+                             'api-paste.ini')
+
+CONTROL_ENV = 'NOVA_PAGING_TEST_WITHOUT_FILTER'
+
+# What each fake compute host can give, as its agent would detect it.
+HOSTS = {
+    'bare': None,                                   # no agent: no traits
+    'stock-noept': capabilities.Capabilities(0, False, 'intel-icelake-'
+                                             'server', False),
+    'stock-ept': capabilities.Capabilities(0, True, 'intel-icelake-server',
+                                           False),
+    'patched1': capabilities.Capabilities(1, True, 'amd-zen3', False),
+    'patched2': capabilities.Capabilities(1, True, 'intel-nehalem', True),
+}
+# The hosts that may not take a request weigh most, so that a guest lands
+# where it may because of the filter, not because of the weighers.
+WEIGHTS = {'bare': 500, 'stock-noept': 400, 'stock-ept': 300,
+           'patched1': 200, 'patched2': 100}
+
+
+class PagingTestBase(integrated_helpers.ProviderUsageBaseTestCase):
+    compute_driver = 'fake.MediumFakeDriver'
+    microversion = 'latest'
+    # The control run (test_control.py) turns the filter off.
+    filter_enabled = not os.environ.get(CONTROL_ENV)
+
+    def setUp(self):
+        # The scheduler builds its filters and weighers when it starts, in
+        # super().setUp(): configure them first.
+        self.flags(api_paste_config=API_PASTE_INI, group='wsgi')
+        self.flags(available_filters=['nova.scheduler.filters.all_filters',
+                                      FILTER_PATH],
+                   group='filter_scheduler')
+        enabled = [f for f in nova.conf.CONF.filter_scheduler
+                   .enabled_filters if f != FILTER]
+        if self.filter_enabled:
+            enabled.append(FILTER)
+        self.flags(enabled_filters=enabled, group='filter_scheduler')
+        self.useFixture(nova_fixtures.HostNameWeigherFixture(WEIGHTS))
+        super().setUp()
+
+        self.placement_adapter = ks_adapter.Adapter(
+            ks_session.Session(auth=token_endpoint.Token(
+                self.placement.fixture.endpoint, 'admin')),
+            service_type='placement', raise_exc=False)
+        self.rp_uuids = {}
+        for host, caps in HOSTS.items():
+            self._start_compute(host)
+            self.rp_uuids[host] = self._get_provider_uuid_by_host(host)
+            if caps is not None:
+                self.publish(host, caps)
+
+        # Count the filter's placement look-ups.
+        self.lookups = []
+        real_get = report.SchedulerReportClient.get
+
+        def counting_get(client, url, *args, **kwargs):
+            if url.startswith('/resource_providers?required='):
+                self.lookups.append(url)
+            return real_get(client, url, *args, **kwargs)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.client.report.SchedulerReportClient.get',
+            counting_get))
+
+    def _clear_attrs(self):
+        # nova.test.TestCase deletes instance attributes in a cleanup,
+        # which breaks pytest's own teardown; pytest needs none of it.
+        pass
+
+    def publish(self, host, caps):
+        return placement.publish(self.placement_adapter, host, caps)
+
+    def traits_of(self, host):
+        resp = self.placement_adapter.get(
+            '/resource_providers/%s/traits' % self.rp_uuids[host],
+            microversion='1.6')
+        return set(resp.json()['traits'])
+
+    def paging_flavor(self, **extra_specs):
+        return self._create_flavor(vcpu=1, memory_mb=256, disk=1,
+                                   extra_spec=extra_specs or None)
+
+    def boot(self, flavor, expected_state='ACTIVE'):
+        server = self._create_server(flavor_id=flavor, networks='none',
+                                     expected_state=expected_state)
+        return server
+
+    def host_of(self, server):
+        return self.admin_api.get_server(server['id'])[
+            'OS-EXT-SRV-ATTR:host']

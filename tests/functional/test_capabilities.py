@@ -1,0 +1,110 @@
+"""Publishing capabilities to the real placement fixture."""
+
+from click.testing import CliRunner
+
+from nova_adaptive_paging import capabilities
+from nova_adaptive_paging.cmd import cli
+from nova_adaptive_paging import placement
+
+from tests.functional import base
+
+
+class TestPublishing(base.PagingTestBase):
+
+    def test_traits_on_the_right_provider(self):
+        self.assertTrue({capabilities.SWITCHING, capabilities.HAP,
+                         capabilities.SHADOW, capabilities.CALIBRATED,
+                         'CUSTOM_PAGING_CPU_INTEL_NEHALEM'}
+                        <= self.traits_of('patched2'))
+        self.assertEqual(
+            {capabilities.HAP, 'CUSTOM_PAGING_CPU_INTEL_ICELAKE_SERVER'},
+            {t for t in self.traits_of('stock-ept')
+             if t.startswith(capabilities.PREFIX)})
+        self.assertFalse({t for t in self.traits_of('bare')
+                          if t.startswith(capabilities.PREFIX)})
+
+    def test_republishing_replaces_only_our_traits(self):
+        before = self.traits_of('patched1')
+        nova_owned = {t for t in before
+                      if not t.startswith(capabilities.PREFIX)}
+        self.assertTrue(nova_owned)         # e.g. COMPUTE_* traits
+        _, added, removed = self.publish('patched1',
+                                         base.HOSTS['stock-noept'])
+        self.assertEqual({capabilities.SWITCHING, capabilities.HAP,
+                          'CUSTOM_PAGING_CPU_AMD_ZEN3'}, removed)
+        after = self.traits_of('patched1')
+        self.assertEqual(nova_owned, {t for t in after
+                                      if not t.startswith(
+                                          capabilities.PREFIX)})
+        self.assertIn(capabilities.SHADOW, after)
+        self.assertEqual((set(), set()), self.publish(
+            'patched1', base.HOSTS['stock-noept'])[1:])
+
+    def test_traits_survive_periodics_and_a_compute_restart(self):
+        mine = {t for t in self.traits_of('patched1')
+                if t.startswith(capabilities.PREFIX)}
+        self._run_periodics()
+        self.computes['patched1'] = self.restart_compute_service(
+            self.computes['patched1'])
+        self._run_periodics()
+        self.assertTrue(mine <= self.traits_of('patched1'))
+
+    def test_concurrent_change_is_retried(self):
+        """Another writer bumps the provider generation between our read
+        and our write: the write gets 409, is retried, and the other
+        writer's trait is kept."""
+        adapter = self.placement_adapter
+        rp = self.rp_uuids['stock-ept']
+        puts = []
+        real_put = adapter.put
+
+        def racing_put(url, **kwargs):
+            if url.endswith('/traits') and not puts:
+                current = adapter.get(url, microversion='1.6').json()
+                real_put('/traits/CUSTOM_SOMEONE_ELSE', microversion='1.6')
+                real_put(url, microversion='1.6', json={
+                    'traits': current['traits'] + ['CUSTOM_SOMEONE_ELSE'],
+                    'resource_provider_generation':
+                        current['resource_provider_generation']})
+            resp = real_put(url, **kwargs)
+            if url.endswith('/traits'):
+                puts.append(resp.status_code)
+            return resp
+
+        self.useFixture(base.fixtures.MonkeyPatch(
+            'keystoneauth1.adapter.Adapter.put',
+            lambda _self, url, **kw: racing_put(url, **kw)))
+        added, removed = placement.reconcile(
+            adapter, rp, base.HOSTS['patched1'].traits())
+        self.assertEqual([409, 200], puts)
+        traits = self.traits_of('stock-ept')
+        self.assertIn('CUSTOM_SOMEONE_ELSE', traits)
+        self.assertIn(capabilities.SWITCHING, traits)
+
+    def test_cli_publishes_from_the_host_files(self):
+        root = self.useFixture(base.fixtures.TempDir()).path
+        for rel, value in (('sys/module/kvm/parameters/paging_switch_abi',
+                            '1'),
+                           ('sys/module/kvm_amd/parameters/npt', 'Y')):
+            path = '%s/%s' % (root, rel)
+            base.os.makedirs(base.os.path.dirname(path), exist_ok=True)
+            with open(path, 'w') as f:
+                f.write(value + '\n')
+        conf = '%s/agent.conf' % root
+        with open(conf, 'w') as f:
+            f.write('[adaptive_paging]\nhost_root = %s\n'
+                    'cpu_generation = amd-zen4\nprofile_dirs =\n'
+                    '[placement]\ncompute_node_name = bare\n'
+                    'auth_type = admin_token\nendpoint = %s\n'
+                    'token = admin\n' % (root, self.placement.fixture.endpoint))
+        result = CliRunner().invoke(cli.main, [
+            '--config-file', conf, 'host', 'publish-capabilities'])
+        self.assertEqual(0, result.exit_code, result.output)
+        self.assertIn('provider bare (%s)' % self.rp_uuids['bare'],
+                      result.output)
+        self.assertTrue({capabilities.SWITCHING, capabilities.SHADOW,
+                         capabilities.HAP, 'CUSTOM_PAGING_CPU_AMD_ZEN4'}
+                        <= self.traits_of('bare'))
+        # ... and the scheduler now sends adaptive guests there.
+        server = self.boot(self.paging_flavor(**{'hw:paging': 'adaptive'}))
+        self.assertEqual('bare', self.host_of(server))
