@@ -96,7 +96,8 @@ class TestPublishing(base.PagingTestBase):
                     'cpu_generation = amd-zen4\nprofile_dirs =\n'
                     '[placement]\ncompute_node_name = bare\n'
                     'auth_type = admin_token\nendpoint = %s\n'
-                    'token = admin\n' % (root, self.placement.fixture.endpoint))
+                    'token = admin\n'
+                    % (root, self.placement.fixture.endpoint))
         result = CliRunner().invoke(cli.main, [
             '--config-file', conf, 'host', 'publish-capabilities'])
         self.assertEqual(0, result.exit_code, result.output)

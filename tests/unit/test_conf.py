@@ -37,6 +37,6 @@ def test_generator_writes_the_sample(tmp_path):
     text = out.read_text()
     assert '[adaptive_paging]' in text
     assert '#default_policy = hap' in text
-    assert [g.name for g, _ in opts.list_opts()] == ['adaptive_paging',
-                                                    'placement']
+    groups = [g.name for g, _ in opts.list_opts()]
+    assert groups == ['adaptive_paging', 'placement']
     assert '#compute_node_name = <None>' in text
