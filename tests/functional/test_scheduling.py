@@ -98,6 +98,16 @@ class TestPlacement(base.PagingTestBase):
             self.assertEqual(400, exc.response.status_code)
             self.assertIn(bad, exc.response.text)
 
+    def test_bad_value_set_below_2_86_is_refused_by_the_filter(self):
+        flavor = self._create_flavor(vcpu=1, memory_mb=256, disk=1)
+        self.api.microversion = '2.85'     # Nova validates from 2.86 on
+        self.api.post_extra_spec(flavor, {'extra_specs': {
+            'hw:paging': 'bogus'}})
+        self.api.microversion = 'latest'
+        server = self.boot(flavor, expected_state='ERROR')
+        self.assertIn("invalid hw:paging='bogus'",
+                      server['fault']['message'])
+
 
 class TestMoves(base.PagingTestBase):
 
