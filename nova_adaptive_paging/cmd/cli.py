@@ -189,5 +189,9 @@ def abi_conformance(root, vm):
     sys.exit(1 if failed else 0)
 
 
+from nova_adaptive_paging.cmd import simulate  # noqa: E402
+main.add_command(simulate.simulate)
+main.add_command(simulate.calibrate)
+
 if __name__ == '__main__':
     main()
