@@ -192,6 +192,9 @@ def abi_conformance(root, vm):
 from nova_adaptive_paging.cmd import simulate  # noqa: E402
 main.add_command(simulate.simulate)
 main.add_command(simulate.calibrate)
+from nova_adaptive_paging.cmd import sim_host  # noqa: E402
+main.add_command(sim_host.sim_host)
+main.add_command(sim_host.sim_vm)
 
 if __name__ == '__main__':
     main()
