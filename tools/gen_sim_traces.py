@@ -79,10 +79,13 @@ def table3(name, tlb, pf, hap_s, sp_s, ws, seed, front=0.0):
         'HAP+SP sum; the HAP/SP ratio is then a check of the costs.\n'
         'Instructions: assumed 1e9 per native second (not in the paper).\n'
         'Working set: %d MiB (Gandhi et al., ISCA 2016, Table V).\n'
-        'Rows: 1 s slices with +-20%% (faults +-50%%) seeded noise.\n'
-        'Assumed: %d %% of the faults in the first 20 s (first touch of\n'
-        'the working set; 243k faults x 4 KiB is about mcf\'s footprint).'
-        % (name, tlb, pf, hap_s, sp_s, native, ws, front * 100))
+        'Rows: 1 s slices with +-20%% (faults +-50%%) seeded noise.'
+        % (name, tlb, pf, hap_s, sp_s, native, ws))
+    if front:
+        comment += (
+            '\nAssumed: %d %% of the faults in the first 20 s (first touch'
+            '\nof the working set: 243k faults x 4 KiB is about mcf\'s'
+            '\nfootprint).' % (front * 100))
     return rows, comment
 
 

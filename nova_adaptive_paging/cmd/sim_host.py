@@ -156,8 +156,14 @@ def sim_host(root, hw_name, thresholds, vms, trace_refs, pagings, speed,
                % (sim.MODELED_NOTE, host.root, host.libvirt_uri, vms),
                err=True)
     stop = threading.Event()
+    mounted = threading.Event()
 
     def loop():
+        while not no_fuse and not mounted.is_set() and not stop.is_set():
+            if os.path.ismount(mountpoint):
+                mounted.set()
+            else:
+                stop.wait(0.05)
         run_loop(host, stop, duration)
         if not no_fuse:
             os.kill(os.getpid(), signal.SIGTERM)   # ends the FUSE loop
@@ -174,8 +180,11 @@ def sim_host(root, hw_name, thresholds, vms, trace_refs, pagings, speed,
     try:
         fusefs.serve(host, mountpoint)
     except Exception as exc:  # libfuse reports failures without a type
-        stop.set()
-        simcmd._fail('cannot serve %s with FUSE: %s' % (mountpoint, exc))
+        # libfuse also returns non-zero when a signal ends a served mount.
+        if not mounted.is_set():
+            stop.set()
+            simcmd._fail('cannot serve %s with FUSE: %s'
+                         % (mountpoint, exc))
     stop.set()
     ticker.join(5)
 
