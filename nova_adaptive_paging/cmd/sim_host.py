@@ -27,7 +27,9 @@ from nova_adaptive_paging.sim import traces
 
 CONTROL_DIR = '.sim/control'
 STATUS_FILE = '.sim/status.json'
-POLL_S = 0.2
+POLL_S = 0.25       # how often the control spool is looked at
+BATCH_S = 0.1       # samples due within this are taken together
+STATUS_S = 5.0
 
 
 def _trace(ref):
@@ -91,7 +93,7 @@ def run_loop(host, stop, duration):
         process_control(host)
         host.tick()
         now = time.monotonic()
-        if now - written >= 1.0:
+        if now - written >= STATUS_S:
             simhost._atomic_write(status, json.dumps(host.status()))
             written = now
         if end is not None and now >= end:
@@ -99,7 +101,7 @@ def run_loop(host, stop, duration):
         due = host.next_due_ns()
         wait = POLL_S
         if due is not None:
-            wait = min(wait, max(0.0, (due - host.now_ns()) / 1e9
+            wait = min(wait, max(BATCH_S, (due - host.now_ns()) / 1e9
                                  / host.speed))
         stop.wait(wait)
 
@@ -241,22 +243,19 @@ def sim_vm_start(root, timeout, name, trace_ref, extra, flavor, no_shadow):
                     'can_shadow': not no_shadow}, timeout)
 
 
-@sim_vm.command('stop')
-@ROOT
-@TIMEOUT
-@click.argument('name')
-def sim_vm_stop(root, timeout, name):
-    """Destroy domain NAME."""
-    _request(root, {'op': 'stop', 'name': name}, timeout)
+def _removal(op, doc):
+    @sim_vm.command(op, help=doc)
+    @ROOT
+    @TIMEOUT
+    @click.argument('name')
+    def command(root, timeout, name):
+        _request(root, {'op': op, 'name': name}, timeout)
+    return command
 
 
-@sim_vm.command('migrate')
-@ROOT
-@TIMEOUT
-@click.argument('name')
-def sim_vm_migrate(root, timeout, name):
-    """Migrate domain NAME away (it leaves this host)."""
-    _request(root, {'op': 'migrate', 'name': name}, timeout)
+sim_vm_stop = _removal('stop', 'Destroy domain NAME.')
+sim_vm_migrate = _removal('migrate', 'Migrate domain NAME away (it leaves '
+                          'this host).')
 
 
 if __name__ == '__main__':    # pragma: no cover

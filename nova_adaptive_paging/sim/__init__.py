@@ -13,7 +13,8 @@ MODELED_NOTE = ('modeled: times come from the cost model in '
 
 def data_dir(kind):
     """A directory of shipped data ('traces' or 'hardware')."""
-    return importlib.resources.files('nova_adaptive_paging.sim') / 'data' / kind
+    root = importlib.resources.files('nova_adaptive_paging.sim')
+    return root / 'data' / kind
 
 
 def data_files(kind, suffix):

@@ -26,6 +26,7 @@ import os
 
 import yaml
 
+from nova_adaptive_paging import profiles
 from nova_adaptive_paging import sim
 
 FORMAT_VERSION = 1
@@ -37,10 +38,8 @@ TOP = ('format_version', 'name', 'description', 'event_cost_ns',
        'switch_cost_ns', 'calibration', 'sources')
 
 
-class HardwareError(ValueError):
-    def __init__(self, source, field, problem):
-        self.source, self.field, self.problem = source, field, problem
-        super().__init__('%s: %s: %s' % (source, field, problem))
+class HardwareError(profiles.ProfileError):
+    """A malformed hardware profile: names the file, field and problem."""
 
 
 @dataclasses.dataclass(frozen=True)

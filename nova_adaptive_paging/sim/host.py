@@ -134,8 +134,8 @@ class SimVm:
         """Cumulative (instructions, TLB misses, guest faults) so far."""
         r = self.replay
         if self.row >= len(r.dur):
-            return tuple(int(c[-1]) for c in (r.cum_insns, r.cum_tlb,
-                                               r.cum_pf))
+            return tuple(int(c[-1] + 0.5)
+                         for c in (r.cum_insns, r.cum_tlb, r.cum_pf))
         f = self.off / r.dur[self.row]
         return tuple(r._at(c, self.row, f)
                      for c in (r.cum_insns, r.cum_tlb, r.cum_pf))
@@ -181,11 +181,13 @@ class SimHost:
         return self._clock()
 
     def tick(self):
-        """Bring every VM up to the current simulated time."""
+        """Take every sample that is due.  A VM's workload is advanced
+        lazily: at its samples and before each of its switches."""
         with self.lock:
             now = self.now_ns()
             for vm in self.vms.values():
-                vm.run_until(now)
+                if vm.next_sample_ns <= now and not vm.finished:
+                    vm.run_until(now)
 
     def next_due_ns(self):
         with self.lock:

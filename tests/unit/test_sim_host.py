@@ -166,7 +166,7 @@ def test_hand_written_domain_matches_novas():
         ET.canonicalize(ET.tostring(by_hand), strip_text=True)
 
 
-# -- the real thing: FUSE and the command line ---------------------------------
+# -- the real thing: FUSE and the command line --------------------------------
 def _fuse_usable():
     return (os.path.exists('/dev/fuse') and os.geteuid() == 0
             and (shutil.which('fusermount3') or shutil.which('fusermount')))

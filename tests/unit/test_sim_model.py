@@ -78,7 +78,7 @@ def test_every_shipped_trace_says_where_its_numbers_come_from():
         assert 'ssumed' in trace.comment, name
 
 
-# -- hardware profiles ---------------------------------------------------------
+# -- hardware profiles --------------------------------------------------------
 def test_nehalem_profile_carries_the_papers_costs():
     assert NEHALEM.event_cost_ns['hap']['tlb_miss'] == 4
     assert NEHALEM.event_cost_ns['shadow']['page_fault'] == 10000
@@ -102,7 +102,7 @@ NEHALEM_TEXT = (hardware.sim.data_dir('hardware') / 'nehalem.yaml'
                 ).read_text()
 
 
-# -- Table 3 -------------------------------------------------------------------
+# -- Table 3 ------------------------------------------------------------------
 @pytest.mark.parametrize('name', sorted(TABLE3))
 def test_table3_reproduced_within_5_percent(name):
     """mcf: 383 s HAP vs 329 s SP; gcc: 403 s vs 534 s (Wang et al.,
@@ -123,7 +123,7 @@ def test_table3_traces_carry_the_papers_totals():
     assert TRACES['gcc'].totals()['page_faults'] == 13320141
 
 
-# -- the evaluator ---------------------------------------------------------------
+# -- the evaluator ------------------------------------------------------------
 def steady(rows, insns=2e9, ftlb=30.0, fpf=50.0, seconds=1.0):
     row = {'interval_s': seconds, 'instructions': insns * seconds,
            'tlb_misses': ftlb * insns * seconds / 1000,
@@ -183,7 +183,7 @@ def test_oracle_is_a_lower_bound_of_static_modes(name):
     assert r['oracle']['time_s'] <= best * (1 + 1e-9)
 
 
-# -- calibration -------------------------------------------------------------------
+# -- calibration --------------------------------------------------------------
 @pytest.fixture(scope='module')
 def calibrated():
     return {name: calibrate.calibrate(hw, TRACES.values())[0]
@@ -236,7 +236,7 @@ def test_break_even_matches_the_papers_costs():
     assert isinstance(t, dsp.Thresholds)
 
 
-# -- the command line ------------------------------------------------------------
+# -- the command line ---------------------------------------------------------
 def test_simulate_json_shape(tmp_path):
     paths = [str(p) for p in traces.builtin_paths()][:3]
     result = CliRunner().invoke(
