@@ -37,9 +37,11 @@ HARDWARE_HELP = ('Hardware cost profile: a shipped name (%s) or a file.'
 
 
 @click.command('simulate')
-@click.option('--trace', 'trace_paths', multiple=True, required=True,
+@click.option('--trace', 'trace_paths', multiple=True,
               type=click.Path(dir_okay=False), help='Workload trace (CSV); '
-              'repeat for several.')
+              'repeat for several.  Further trace files may follow as '
+              'arguments, so that --trace traces/*.csv works.')
+@click.argument('more_traces', nargs=-1, type=click.Path(dir_okay=False))
 @click.option('--hardware', 'hw_name', required=True, help=HARDWARE_HELP)
 @click.option('--thresholds', type=click.Path(dir_okay=False),
               help='Threshold profile file (default: the built-in '
@@ -53,9 +55,12 @@ HARDWARE_HELP = ('Hardware cost profile: a shipped name (%s) or a file.'
 @click.option('--json', 'as_json', is_flag=True, help='Print JSON.')
 @click.option('--plot', type=click.Path(dir_okay=False),
               help='Draw mode, FTLB and FPF over time to this PNG.')
-def simulate(trace_paths, hw_name, thresholds, interval, no_guest_faults,
-             as_json, plot):
+def simulate(trace_paths, more_traces, hw_name, thresholds, interval,
+             no_guest_faults, as_json, plot):
     """Replay traces under hap, shadow, adaptive and oracle (modeled)."""
+    trace_paths = trace_paths + more_traces
+    if not trace_paths:
+        _fail('give at least one --trace FILE')
     hw = _hardware(hw_name)
     try:
         profile = (profiles.load(thresholds) if thresholds

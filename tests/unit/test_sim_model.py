@@ -239,9 +239,10 @@ def test_break_even_matches_the_papers_costs():
 # -- the command line ---------------------------------------------------------
 def test_simulate_json_shape(tmp_path):
     paths = [str(p) for p in traces.builtin_paths()][:3]
+    # As a shell expands "--trace traces/*.csv".
     result = CliRunner().invoke(
-        cli.main, ['simulate', '--hardware', 'nehalem', '--json']
-        + sum((['--trace', p] for p in paths), []))
+        cli.main, ['simulate', '--hardware', 'nehalem', '--json',
+                   '--trace'] + paths)
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
     assert [d['trace'] for d in doc] == [p.rsplit('/', 1)[1][:-4]
