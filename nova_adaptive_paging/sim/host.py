@@ -87,10 +87,11 @@ class SimVm:
         self.pid = pid
         self.dirname = '%d-%d' % (pid, VM_FD)
         self.replay = evaluator.Replay(spec_.trace, host.hardware)
-        self.domain = libvirt_xml.domain(spec_)
+        self.domain = libvirt_xml.domain_text(libvirt_xml.domain(spec_))
         self.row, self.off = 0, 0.0
         self.finished = False
         self.stall_ns = 0
+        self.pid_written = None
         self.at_ns = start_ns
         self.next_sample_ns = None
         self.prev = (0, 0, 0)
@@ -233,8 +234,10 @@ class SimHost:
             if entry.endswith('.pid') and entry not in wanted:
                 os.unlink(os.path.join(pid_dir, entry))
         for name, vm in self.vms.items():
-            _atomic_write(os.path.join(pid_dir, name + '.pid'),
-                          '%d\n' % vm.pid)
+            path = os.path.join(pid_dir, name + '.pid')
+            if vm.pid_written != path:
+                _atomic_write(path, '%d\n' % vm.pid)
+                vm.pid_written = path
         xml = libvirt_xml.node_xml([vm.domain for vm in self.vms.values()])
         path = os.path.join(self.root, NODE_XML)
         os.makedirs(os.path.dirname(path), exist_ok=True)

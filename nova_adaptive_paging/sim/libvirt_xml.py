@@ -79,11 +79,14 @@ def domain(spec, use_nova=True):
     return _domain_by_hand(spec)
 
 
-def node_xml(domains):
-    """The whole node file from :func:`domain` elements."""
+def domain_text(element):
+    """One domain's XML text, to be cached: the node file is rewritten on
+    every start and stop."""
     ET.register_namespace('nova', NOVA_NS)
-    node = ET.Element('node')
-    for element in domains:
-        node.append(element)
-    ET.indent(node)
-    return ET.tostring(node, encoding='unicode') + '\n'
+    ET.indent(element, space='  ', level=1)
+    return '  ' + ET.tostring(element, encoding='unicode').strip() + '\n'
+
+
+def node_xml(texts):
+    """The whole node file from :func:`domain_text` strings."""
+    return '<node>\n' + ''.join(texts) + '</node>\n'
