@@ -9,6 +9,8 @@ from nova_adaptive_paging.abi import conformance
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging.cmd import host
+from nova_adaptive_paging.cmd import sim_host
+from nova_adaptive_paging.cmd import simulate
 from nova_adaptive_paging import policy
 from nova_adaptive_paging import profiles
 
@@ -162,7 +164,10 @@ def abi_conformance(root, vm):
 
 
 main.add_command(host.host_group)
-
+main.add_command(simulate.simulate)
+main.add_command(simulate.calibrate)
+main.add_command(sim_host.sim_host)
+main.add_command(sim_host.sim_vm)
 
 if __name__ == '__main__':
     main()

@@ -1,0 +1,136 @@
+"""``nova-paging simulate`` and ``nova-paging calibrate`` (modeled)."""
+
+import json
+
+import click
+
+from nova_adaptive_paging.cmd import common
+from nova_adaptive_paging import profiles
+from nova_adaptive_paging import sim
+from nova_adaptive_paging.sim import calibrate as calibration
+from nova_adaptive_paging.sim import evaluator
+from nova_adaptive_paging.sim import hardware
+from nova_adaptive_paging.sim import traces
+
+
+def _hardware(name):
+    try:
+        return hardware.resolve(name)
+    except hardware.HardwareError as exc:
+        common.fail(str(exc))
+
+
+def _traces(paths):
+    try:
+        return [traces.load(p) for p in paths]
+    except traces.TraceError as exc:
+        common.fail(str(exc))
+
+
+HARDWARE_HELP = ('Hardware cost profile: a shipped name (%s) or a file.'
+                 % ', '.join(hardware.builtin_names()))
+
+
+@click.command('simulate')
+@click.option('--trace', 'trace_paths', multiple=True,
+              type=click.Path(dir_okay=False), help='Workload trace (CSV); '
+              'repeat for several.  Further trace files may follow as '
+              'arguments, so that --trace traces/*.csv works.')
+@click.argument('more_traces', nargs=-1, type=click.Path(dir_okay=False))
+@click.option('--hardware', 'hw_name', required=True, help=HARDWARE_HELP)
+@click.option('--thresholds', type=click.Path(dir_okay=False),
+              help='Threshold profile file (default: the built-in '
+                   'profile).')
+@click.option('--interval', type=click.FloatRange(min=0.1),
+              help='Sampling interval in seconds (default: the threshold '
+                   'profile\'s).')
+@click.option('--no-guest-faults', is_flag=True,
+              help='Model a VM without a guest fault counter: in HAP mode '
+                   'the policy sees no page faults.')
+@click.option('--json', 'as_json', is_flag=True, help='Print JSON.')
+@click.option('--plot', type=click.Path(dir_okay=False),
+              help='Draw mode, FTLB and FPF over time to this PNG.')
+def simulate(trace_paths, more_traces, hw_name, thresholds, interval,
+             no_guest_faults, as_json, plot):
+    """Replay traces under hap, shadow, adaptive and oracle (modeled)."""
+    trace_paths = trace_paths + more_traces
+    if not trace_paths:
+        common.fail('give at least one --trace FILE')
+    hw = _hardware(hw_name)
+    try:
+        profile = (profiles.load(thresholds) if thresholds
+                   else profiles.builtin())
+    except profiles.ProfileError as exc:
+        common.fail(str(exc))
+    loaded = _traces(trace_paths)
+    results, timelines = [], []
+    for trace in loaded:
+        timeline = [] if plot else None
+        results.append(evaluator.evaluate(
+            trace, hw, profile, interval, guest_faults=not no_guest_faults,
+            timeline=timeline))
+        timelines.append(timeline)
+    if plot:
+        from nova_adaptive_paging.sim import plot as plotting
+        try:
+            plotting.draw(plot, loaded, timelines, profile)
+        except ImportError:
+            common.fail('--plot needs matplotlib (pip install matplotlib)')
+    click.echo(sim.MODELED_NOTE, err=True)
+    if as_json:
+        click.echo(json.dumps(results, indent=2))
+        return
+    click.echo('MODELED execution times (s) on hardware profile %s, '
+               'thresholds %s, interval %g s'
+               % (hw.name, thresholds or 'built-in (%s)'
+                  % profile.generation, interval or profile.interval_s))
+    click.echo('%-22s %10s %10s %10s %5s %10s %5s %9s %9s' % (
+        'trace', 'hap', 'shadow', 'adaptive', 'sw', 'oracle', 'sw',
+        'vs static', 'vs oracle'))
+    for r in results:
+        p = r['policies']
+        vs_static, vs_oracle = evaluator.regret(r)
+        click.echo('%-22s %10.1f %10.1f %10.1f %5d %10.1f %5d %+8.2f%% '
+                   '%+8.2f%%' % (
+                       r['trace'][:22], p['hap']['time_s'],
+                       p['shadow']['time_s'], p['adaptive']['time_s'],
+                       p['adaptive']['switches'], p['oracle']['time_s'],
+                       p['oracle']['switches'], vs_static * 100,
+                       vs_oracle * 100))
+
+
+@click.command('calibrate')
+@click.option('--hardware', 'hw_name', required=True, help=HARDWARE_HELP)
+@click.option('--out', required=True, type=click.Path(dir_okay=False),
+              help='Threshold profile file to write.')
+@click.option('--trace', 'trace_paths', multiple=True,
+              type=click.Path(dir_okay=False),
+              help='Traces to choose the free factors over (default: the '
+                   'shipped traces).')
+@click.option('--interval', default=5, show_default=True,
+              type=click.IntRange(1, 3600), help='Sampling interval (s).')
+@click.option('--generation', help='Generation key written to the profile '
+              '(default: the hardware profile\'s name).')
+def calibrate(hw_name, out, trace_paths, interval, generation):
+    """Derive DSP thresholds from a hardware profile's costs (modeled)."""
+    hw = _hardware(hw_name)
+    loaded = (_traces(trace_paths) if trace_paths
+              else list(traces.builtin().values()))
+    try:
+        profile, report = calibration.calibrate(hw, loaded, interval,
+                                                generation)
+    except ValueError as exc:
+        common.fail(str(exc))
+    text = ('# Threshold profile derived by nova-paging calibrate from '
+            'the MODELED\n# costs of hardware profile %s.\n' % hw.name
+            + profile.dump())
+    profiles.loads(text, out)        # never write what cannot be loaded
+    with open(out, 'w', encoding='utf-8') as f:
+        f.write(text)
+    click.echo('%s: break-even P-to-T %.4g; history %d; worst %+.2f %%, '
+               'mean %+.2f %% from the better static mode over %d traces '
+               '(modeled)' % (out, report['break_even_pt'],
+                              report['history'],
+                              report['worst_regret'] * 100,
+                              report['mean_regret'] * 100,
+                              report['traces']))

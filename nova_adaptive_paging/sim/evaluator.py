@@ -1,0 +1,203 @@
+"""Replaying a trace under a paging policy on a modeled host.
+
+The model (doc/source/simulation.rst has the full statement):
+
+* A trace row of native duration ``d`` with ``T`` TLB misses, ``P`` guest
+  page faults and ``C`` CR3 writes takes, in mode ``m``,
+  ``d + T*c_tlb[m] + P*c_pf[m] + C*c_cr3[m]`` seconds (the hardware
+  profile's extra costs over native).  Work inside a row progresses
+  uniformly, so a row is split or merged at any point.
+* A switch stops the VM for the profile's switching cost (into shadow
+  mode: a fixed part plus a part per MiB of the working set at that
+  moment).
+* ``adaptive`` samples every ``interval`` seconds of *simulated* time (so
+  a slower mode covers less of the trace per sample), feeds the counter
+  deltas it could observe to :class:`nova_adaptive_paging.dsp.Engine`
+  and runs the mode the engine returns from the next interval on.
+* ``oracle`` knows the whole trace: it cuts the trace into pieces of
+  ``interval`` seconds of native time and picks the cheapest sequence of
+  modes, switching costs included (dynamic programming).  It may start
+  in either mode for free, so it is never worse than a static mode.
+"""
+
+import itertools
+import math
+
+from nova_adaptive_paging import dsp
+
+HAP, SHADOW = int(dsp.Mode.HAP), int(dsp.Mode.SHADOW)
+MODE_NAMES = ('hap', 'shadow')
+EVENTS = ('tlb_miss', 'page_fault', 'cr3_write')
+POLICIES = ('hap', 'shadow', 'adaptive', 'oracle')
+
+
+def _cumulative(values):
+    return list(itertools.accumulate(values, initial=0.0))
+
+
+class Replay:
+    """One trace on one hardware profile, ready to replay any policy."""
+
+    def __init__(self, trace, hardware):
+        self.trace = trace
+        self.hw = hardware
+        self.dur = trace.interval_s
+        self.rows_time = []          # per mode: modeled seconds per row
+        self.rate = []               # per mode: modeled s per native s
+        for name in MODE_NAMES:
+            ct, cp, cc = (hardware.cost_s(name, e) for e in EVENTS)
+            rows = [d + t * ct + p * cp + c * cc for d, t, p, c in zip(
+                self.dur, trace.tlb_misses, trace.page_faults,
+                trace.cr3_writes)]
+            self.rows_time.append(rows)
+            self.rate.append([r / d for r, d in zip(rows, self.dur)])
+        self.cum_insns = _cumulative(trace.instructions)
+        self.cum_tlb = _cumulative(trace.tlb_misses)
+        self.cum_pf = _cumulative(trace.page_faults)
+
+    def static(self, mode):
+        return {'time_s': math.fsum(self.rows_time[mode]), 'switches': 0}
+
+    def _switch_s(self, to_mode, row):
+        ws = self.trace.working_set_mib[min(row, len(self.dur) - 1)]
+        return self.hw.switch_s(MODE_NAMES[to_mode], ws)
+
+    @staticmethod
+    def _at(cum, i, frac):
+        return int(cum[i] + (cum[i + 1] - cum[i]) * frac + 0.5)
+
+    def adaptive(self, thresholds, history, interval, start=HAP,
+                 guest_faults=True, timeline=None):
+        """Replay the DSP engine; ``timeline`` (a list) gets one
+        ``(time_s, mode, sample)`` per sampling interval."""
+        engine = dsp.Engine(thresholds, history, dsp.Mode(start))
+        mode = int(start)
+        dur, n = self.dur, len(self.dur)
+        ci, ct, cp = self.cum_insns, self.cum_tlb, self.cum_pf
+        in_mode = [0.0, 0.0]
+        switching = 0.0
+        switches = 0
+        i, off = 0, 0.0                  # row, native seconds into it
+        prev = (0, 0, 0)
+        while True:
+            budget = interval
+            rate = self.rate[mode]
+            while i < n:
+                r = rate[i]
+                rem = (dur[i] - off) * r
+                if rem > budget:
+                    off += budget / r
+                    budget = 0.0
+                    break
+                budget -= rem
+                i += 1
+                off = 0.0
+            in_mode[mode] += interval - budget
+            if i >= n:
+                break
+            f = off / dur[i]
+            cur = (self._at(ci, i, f), self._at(ct, i, f),
+                   self._at(cp, i, f))
+            faults = cur[2] - prev[2]
+            if not guest_faults and mode == HAP:
+                faults = None            # nothing intercepts them in HAP
+            sample = dsp.Sample.from_counts(cur[0] - prev[0],
+                                            cur[1] - prev[1], faults)
+            prev = cur
+            target = int(engine.step(sample))
+            if timeline is not None:
+                timeline.append((in_mode[0] + in_mode[1] + switching,
+                                 mode, sample))
+            if target != mode:
+                switching += self._switch_s(target, i)
+                switches += 1
+                mode = target
+        return {'time_s': in_mode[0] + in_mode[1] + switching,
+                'switches': switches, 'time_hap_s': in_mode[HAP],
+                'time_shadow_s': in_mode[SHADOW]}
+
+    def _segments(self, interval):
+        """Per piece of ``interval`` native seconds: (hap s, shadow s,
+        row where it starts)."""
+        cum = [_cumulative(rows) for rows in self.rows_time]
+        ends = _cumulative(self.dur)
+        total = ends[-1]
+        n = len(self.dur)
+        pieces = []
+        i = 0
+        prev = (0.0, 0.0, 0)
+        k = 1
+        while prev[2] < n:
+            x = k * interval
+            if x >= total:
+                cur = (cum[0][-1], cum[1][-1], n)
+            else:
+                while ends[i + 1] <= x:
+                    i += 1
+                f = (x - ends[i]) / self.dur[i]
+                cur = tuple(c[i] + (c[i + 1] - c[i]) * f for c in cum) + (
+                    i,)
+            pieces.append((cur[0] - prev[0], cur[1] - prev[1], prev[2]))
+            prev = cur
+            k += 1
+            if x >= total:
+                break
+        return pieces
+
+    def oracle(self, interval):
+        pieces = self._segments(interval)
+        best = [0.0, 0.0]
+        choices = []                     # per piece: predecessor per mode
+        for cost_hap, cost_shadow, row in pieces:
+            costs = (cost_hap, cost_shadow)
+            nxt, back = [0.0, 0.0], [0, 0]
+            for m in (HAP, SHADOW):
+                other = 1 - m
+                moved = best[other] + (self._switch_s(m, row)
+                                       if choices else 0.0)
+                back[m] = m if best[m] <= moved else other
+                nxt[m] = min(best[m], moved) + costs[m]
+            best = nxt
+            choices.append(back)
+        mode = HAP if best[HAP] <= best[SHADOW] else SHADOW
+        total = best[mode]
+        in_mode, switches = [0.0, 0.0], 0
+        for piece, back in zip(reversed(pieces), reversed(choices)):
+            in_mode[mode] += piece[mode]
+            if back[mode] != mode:
+                switches += 1
+            mode = back[mode]
+        return {'time_s': total, 'switches': switches,
+                'time_hap_s': in_mode[HAP], 'time_shadow_s': in_mode[SHADOW]}
+
+
+def evaluate(trace, hardware, profile, interval=None, guest_faults=True,
+             policies=POLICIES, timeline=None):
+    """Every policy on one trace: the JSON object ``simulate`` prints."""
+    replay = Replay(trace, hardware)
+    interval = float(interval or profile.interval_s)
+    result = {}
+    for name in policies:
+        if name in MODE_NAMES:
+            result[name] = replay.static(MODE_NAMES.index(name))
+        elif name == 'adaptive':
+            result[name] = replay.adaptive(
+                profile.thresholds, profile.history_samples, interval,
+                guest_faults=guest_faults, timeline=timeline)
+        elif name == 'oracle':
+            result[name] = replay.oracle(interval)
+        else:
+            raise ValueError('unknown policy %r' % name)
+    return {'trace': trace.name, 'hardware': hardware.name,
+            'policies': result}
+
+
+def regret(result, policy='adaptive'):
+    """(policy / best static - 1, policy / oracle - 1) of one result."""
+    p = result['policies']
+    best = min(p['hap']['time_s'], p['shadow']['time_s'])
+    mine = p[policy]['time_s']
+    out = [mine / best - 1.0]
+    if 'oracle' in p:
+        out.append(mine / p['oracle']['time_s'] - 1.0)
+    return tuple(out)

@@ -1,0 +1,157 @@
+"""Hardware cost profiles: what each event costs in each paging mode.
+
+A profile is a YAML file (format in doc/source/simulation.rst)::
+
+    format_version: 1
+    name: nehalem
+    description: free text
+    event_cost_ns:          # extra cost over native, per event
+      hap:    {tlb_miss: 4, page_fault: 0, cr3_write: 0}
+      shadow: {tlb_miss: 0, page_fault: 10000, cr3_write: 2000}
+    switch_cost_ns:
+      to_hap: 100000        # load the EPT pointer, flush
+      to_shadow: 1000000    # fixed part of entering shadow mode
+      to_shadow_per_mib: 27000   # rebuilding the shadow table on demand
+    calibration:
+      reference_ips: 2000000000       # instructions per native second
+      reference_working_set_mib: 1024
+    sources: {field: where its number comes from}
+
+All numbers are modeled figures; ``sources`` says which come from a paper
+and which are assumptions.
+"""
+
+import dataclasses
+import os
+
+import yaml
+
+from nova_adaptive_paging import profiles
+from nova_adaptive_paging import sim
+
+FORMAT_VERSION = 1
+MODES = ('hap', 'shadow')
+EVENTS = ('tlb_miss', 'page_fault', 'cr3_write')
+SWITCHES = ('to_hap', 'to_shadow', 'to_shadow_per_mib')
+CALIBRATION = ('reference_ips', 'reference_working_set_mib')
+TOP = ('format_version', 'name', 'description', 'event_cost_ns',
+       'switch_cost_ns', 'calibration', 'sources')
+
+
+class HardwareError(profiles.ProfileError):
+    """A malformed hardware profile: names the file, field and problem."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Hardware:
+    name: str
+    description: str
+    event_cost_ns: dict           # mode -> event -> ns
+    switch_cost_ns: dict          # SWITCHES -> ns
+    reference_ips: float
+    reference_working_set_mib: float
+    sources: dict
+
+    def cost_s(self, mode, event):
+        return self.event_cost_ns[mode][event] * 1e-9
+
+    def switch_s(self, to_mode, working_set_mib):
+        """Seconds one switch into ``to_mode`` takes (modeled)."""
+        s = self.switch_cost_ns
+        if to_mode == 'hap':
+            return s['to_hap'] * 1e-9
+        return (s['to_shadow']
+                + s['to_shadow_per_mib'] * working_set_mib) * 1e-9
+
+
+def _number(doc, key, source, where):
+    value = doc.get(key) if isinstance(doc, dict) else None
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or value < 0 or value != value or value == float('inf')):
+        raise HardwareError(source, where, 'expected a non-negative '
+                            'number, got %r' % (value,))
+    return float(value)
+
+
+def _mapping(doc, key, source, allowed):
+    value = doc.get(key)
+    if not isinstance(value, dict):
+        raise HardwareError(source, key, 'expected a mapping with %s'
+                            % ', '.join(allowed))
+    for k in value:
+        if k not in allowed:
+            raise HardwareError(source, '%s.%s' % (key, k), 'unknown field')
+    return value
+
+
+def from_dict(doc, source='<hardware>'):
+    if not isinstance(doc, dict):
+        raise HardwareError(source, '(document)', 'expected a mapping')
+    for key in doc:
+        if key not in TOP:
+            raise HardwareError(source, key, 'unknown field')
+    if doc.get('format_version') != FORMAT_VERSION:
+        raise HardwareError(source, 'format_version', 'expected %d, got %r'
+                            % (FORMAT_VERSION, doc.get('format_version')))
+    name = doc.get('name')
+    if not isinstance(name, str) or not name:
+        raise HardwareError(source, 'name', 'expected a non-empty string')
+    events = _mapping(doc, 'event_cost_ns', source, MODES)
+    costs = {}
+    for mode in MODES:
+        per_mode = events.get(mode)
+        where = 'event_cost_ns.%s' % mode
+        if not isinstance(per_mode, dict):
+            raise HardwareError(source, where, 'expected a mapping with %s'
+                                % ', '.join(EVENTS))
+        for k in per_mode:
+            if k not in EVENTS:
+                raise HardwareError(source, '%s.%s' % (where, k),
+                                    'unknown field')
+        costs[mode] = {e: _number(per_mode, e, source, '%s.%s' % (where, e))
+                       for e in EVENTS}
+    sw = _mapping(doc, 'switch_cost_ns', source, SWITCHES)
+    switch = {k: _number(sw, k, source, 'switch_cost_ns.%s' % k)
+              for k in SWITCHES}
+    cal = _mapping(doc, 'calibration', source, CALIBRATION)
+    ips = _number(cal, 'reference_ips', source, 'calibration.reference_ips')
+    if ips <= 0:
+        raise HardwareError(source, 'calibration.reference_ips',
+                            'must be > 0')
+    wss = _number(cal, 'reference_working_set_mib', source,
+                  'calibration.reference_working_set_mib')
+    sources = doc.get('sources', {})
+    if not isinstance(sources, dict):
+        raise HardwareError(source, 'sources', 'expected a mapping')
+    return Hardware(name, str(doc.get('description', '')), costs, switch,
+                    ips, wss, {str(k): str(v) for k, v in sources.items()})
+
+
+def loads(text, source='<hardware>'):
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise HardwareError(source, '(document)', 'not valid YAML: %s' % exc)
+    return from_dict(doc, source)
+
+
+def builtin_names():
+    return [p.name[:-len('.yaml')]
+            for p in sim.data_files('hardware', '.yaml')]
+
+
+def resolve(name_or_path):
+    """A shipped profile by name, or a profile file by path."""
+    if name_or_path in builtin_names():
+        res = sim.data_dir('hardware') / (name_or_path + '.yaml')
+        return loads(res.read_text(encoding='utf-8'),
+                     'builtin:%s' % name_or_path)
+    if not os.path.exists(name_or_path):
+        raise HardwareError(name_or_path, '(file)', 'no such file, and not '
+                            'a shipped profile (%s)'
+                            % ', '.join(builtin_names()))
+    try:
+        with open(name_or_path, encoding='utf-8') as f:
+            return loads(f.read(), name_or_path)
+    except OSError as exc:
+        raise HardwareError(name_or_path, '(file)', str(exc))

@@ -1,0 +1,271 @@
+"""The simulated KVM host: VMs running traces behind the switching ABI.
+
+A :class:`SimHost` owns a :class:`nova_adaptive_paging.abi.model.HostModel`
+(the reference state machine, the single statement of the ABI's
+semantics) and a set of :class:`SimVm`, each of which replays a workload
+trace in (optionally accelerated) real time:
+
+* its counters advance at the trace's rates, at the speed of its current
+  mode on the hardware profile (see :mod:`.evaluator` for the cost model);
+* every ``interval_ms`` of simulated time the in-kernel sampling timer
+  runs: the VM's model gets the interval's instructions, TLB misses and
+  guest page faults (intercepted ones in shadow mode; the guest's own
+  counter, as user space would write it to ``paging_guest_faults``, when
+  ``guest_faults`` is on), and the model's DSP engine decides;
+* every switch, from the engine or from a write to ``paging_policy`` or
+  ``paging_switch``, stalls the VM for the profile's switching cost.
+
+On disk (see :func:`write_layout`) it lays out what the agent reads on a
+compute node: libvirt's pid files and a libvirt test-driver node XML
+with Nova's instance metadata.  The ABI files are served by
+:mod:`.fusefs` under ``<root>/sys``.  Everything here is modeled.
+"""
+
+import dataclasses
+import os
+import threading
+import time
+import uuid as uuidlib
+
+from nova_adaptive_paging.abi import model
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging.sim import evaluator
+from nova_adaptive_paging.sim import libvirt_xml
+
+PID_DIR = 'run/libvirt/qemu'
+NODE_XML = 'libvirt/node.xml'
+FIRST_PID = 20000
+VM_FD = 11
+
+
+class SimVmModel(model.VmModel):
+    """The reference VM model, with switching costs and a clock hook."""
+
+    def __init__(self, host, mode, can_hap, can_shadow, pmu, sim_vm):
+        self.sim_vm = sim_vm
+        super().__init__(host, mode, can_hap, can_shadow, pmu)
+
+    def switch(self, mode, cost_ns=0):
+        if mode == self.mode:
+            return False
+        vm = self.sim_vm
+        vm.advance(self.host.clock())          # the old mode ran until now
+        cost_ns = vm.switch_cost_ns(mode)
+        vm.stall_ns += cost_ns
+        return super().switch(mode, cost_ns)
+
+
+class SimHostModel(model.HostModel):
+    def add_sim_vm(self, name, sim_vm, mode, can_hap, can_shadow, pmu):
+        vm = SimVmModel(self, mode, can_hap, can_shadow, pmu, sim_vm)
+        self.vms[name] = vm
+        return vm
+
+
+@dataclasses.dataclass
+class VmSpec:
+    """What Nova would have created: a domain with a flavor."""
+
+    name: str
+    trace: object
+    extra_specs: dict
+    flavor: str = 'm1.sim'
+    uuid: str = ''
+    memory_mib: int = 1024
+    vcpus: int = 1
+    can_hap: bool = True
+    can_shadow: bool = True
+    guest_faults: bool = True
+
+
+class SimVm:
+    """One running VM: its trace replay and its model."""
+
+    def __init__(self, host, spec_, pid, start_ns):
+        self.host = host
+        self.spec = spec_
+        self.pid = pid
+        self.dirname = '%d-%d' % (pid, VM_FD)
+        self.replay = evaluator.Replay(spec_.trace, host.hardware)
+        self.domain = libvirt_xml.domain_text(libvirt_xml.domain(spec_))
+        self.row, self.off = 0, 0.0
+        self.finished = False
+        self.stall_ns = 0
+        self.pid_written = None
+        self.at_ns = start_ns
+        self.next_sample_ns = None
+        self.prev = (0, 0, 0)
+        self.model = host.model.add_sim_vm(
+            self.dirname, self, 'hap', spec_.can_hap, spec_.can_shadow,
+            True)
+        self._schedule(start_ns)
+
+    def _schedule(self, now_ns):
+        interval = self.model.effective_thresholds().interval_ms
+        self.next_sample_ns = now_ns + interval * 1000000
+
+    def switch_cost_ns(self, mode):
+        row = min(self.row, len(self.replay.dur) - 1)
+        return int(self.host.hardware.switch_s(
+            mode, self.spec.trace.working_set_mib[row]) * 1e9)
+
+    def advance(self, now_ns):
+        """Run the trace from the last point to ``now_ns`` (sim time)."""
+        budget = (now_ns - self.at_ns) * 1e-9
+        self.at_ns = now_ns
+        stall = min(self.stall_ns * 1e-9, budget)
+        self.stall_ns -= int(stall * 1e9)
+        budget -= stall
+        dur = self.replay.dur
+        rate = self.replay.rate[evaluator.MODE_NAMES.index(self.model.mode)]
+        n = len(dur)
+        while budget > 0 and self.row < n:
+            r = rate[self.row]
+            rem = (dur[self.row] - self.off) * r
+            if rem > budget:
+                self.off += budget / r
+                return
+            budget -= rem
+            self.row += 1
+            self.off = 0.0
+        if self.row >= n:
+            self.finished = True
+
+    def counters(self):
+        """Cumulative (instructions, TLB misses, guest faults) so far."""
+        r = self.replay
+        if self.row >= len(r.dur):
+            return tuple(int(c[-1] + 0.5)
+                         for c in (r.cum_insns, r.cum_tlb, r.cum_pf))
+        f = self.off / r.dur[self.row]
+        return tuple(r._at(c, self.row, f)
+                     for c in (r.cum_insns, r.cum_tlb, r.cum_pf))
+
+    def run_until(self, now_ns):
+        """Take every sample due by ``now_ns``; the model may switch."""
+        while self.next_sample_ns <= now_ns and not self.finished:
+            at = self.next_sample_ns
+            self.advance(at)
+            cur = self.counters()
+            delta = [c - p for c, p in zip(cur, self.prev)]
+            self.prev = cur
+            self._schedule(at)
+            if self.host.model.inject:
+                continue            # dsp_inject=Y: the timer does not sample
+            if self.spec.guest_faults:
+                self.model.write(spec.FILE_GUEST_FAULTS, '%d\n' % cur[2])
+            faults, source = self.model.guest_faults(delta[2])
+            self.model.sample(delta[0], delta[1], faults, source)
+        self.advance(now_ns)
+
+
+class SimHost:
+    """A simulated compute node under ``root``."""
+
+    def __init__(self, root, hardware, profile, speed=1.0, clock=None):
+        self.root = os.path.abspath(root)
+        self.hardware = hardware
+        self.speed = float(speed)
+        self._t0 = time.monotonic()
+        self._clock = clock or self._accelerated
+        self.model = SimHostModel(spec.ThresholdSet.from_profile(profile),
+                                  self.now_ns)
+        self.vms = {}                  # domain name -> SimVm
+        self.gone = {}                 # domain name -> 'stopped'|'migrated'
+        self.lock = threading.RLock()
+        self._next_pid = FIRST_PID
+
+    def _accelerated(self):
+        return int((time.monotonic() - self._t0) * self.speed * 1e9)
+
+    def now_ns(self):
+        return self._clock()
+
+    def tick(self):
+        """Take every sample that is due.  A VM's workload is advanced
+        lazily: at its samples and before each of its switches."""
+        with self.lock:
+            now = self.now_ns()
+            for vm in self.vms.values():
+                if vm.next_sample_ns <= now and not vm.finished:
+                    vm.run_until(now)
+
+    def next_due_ns(self):
+        with self.lock:
+            due = [vm.next_sample_ns for vm in self.vms.values()
+                   if not vm.finished]
+        return min(due) if due else None
+
+    # -- the VM lifecycle -----------------------------------------------
+    def start_vm(self, vm_spec):
+        with self.lock:
+            if vm_spec.name in self.vms:
+                raise ValueError('domain %s is already running'
+                                 % vm_spec.name)
+            if not vm_spec.uuid:
+                vm_spec.uuid = str(uuidlib.uuid5(uuidlib.NAMESPACE_URL,
+                                                 'sim:' + vm_spec.name))
+            vm = SimVm(self, vm_spec, self._next_pid, self.now_ns())
+            self._next_pid += 1
+            self.vms[vm_spec.name] = vm
+            self.gone.pop(vm_spec.name, None)
+            self.write_layout()
+            return vm
+
+    def stop_vm(self, name, why='stopped'):
+        """Destroy the domain (``why='migrated'``: it left the host)."""
+        with self.lock:
+            vm = self.vms.pop(name)
+            del self.model.vms[vm.dirname]
+            self.gone[name] = why
+            self.write_layout()
+            return vm
+
+    def migrate_vm(self, name):
+        return self.stop_vm(name, 'migrated')
+
+    # -- what user space sees besides the ABI files --------------------
+    def write_layout(self):
+        """Pid files and the test driver's node XML, written atomically."""
+        pid_dir = os.path.join(self.root, PID_DIR)
+        os.makedirs(pid_dir, exist_ok=True)
+        wanted = {name + '.pid' for name in self.vms}
+        for entry in os.listdir(pid_dir):
+            if entry.endswith('.pid') and entry not in wanted:
+                os.unlink(os.path.join(pid_dir, entry))
+        for name, vm in self.vms.items():
+            path = os.path.join(pid_dir, name + '.pid')
+            if vm.pid_written != path:
+                _atomic_write(path, '%d\n' % vm.pid)
+                vm.pid_written = path
+        xml = libvirt_xml.node_xml([vm.domain for vm in self.vms.values()])
+        path = os.path.join(self.root, NODE_XML)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        _atomic_write(path, xml)
+
+    @property
+    def libvirt_uri(self):
+        return 'test://' + os.path.join(self.root, NODE_XML)
+
+    def status(self):
+        """A JSON-able snapshot (modeled figures)."""
+        with self.lock:
+            vms = {}
+            for name, vm in self.vms.items():
+                vms[name] = {
+                    'dir': vm.dirname, 'pid': vm.pid,
+                    'trace': vm.spec.trace.name,
+                    'policy': vm.model.policy, 'mode': vm.model.mode,
+                    'finished': vm.finished,
+                    'progress': vm.row / len(vm.replay.dur),
+                    'switches': (vm.model.stats['switches_to_hap']
+                                 + vm.model.stats['switches_to_shadow'])}
+            return {'modeled': True, 'sim_time_s': self.now_ns() / 1e9,
+                    'vms': vms, 'gone': dict(self.gone)}
+
+
+def _atomic_write(path, text):
+    tmp = path + '.tmp'
+    with open(tmp, 'w', encoding='utf-8') as f:
+        f.write(text)
+    os.replace(tmp, path)

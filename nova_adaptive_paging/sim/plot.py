@@ -1,0 +1,43 @@
+"""``simulate --plot``: the adaptive policy's mode over time (matplotlib)."""
+
+from nova_adaptive_paging import profiles
+
+
+def draw(path, loaded, timelines, profile):
+    """One panel per trace: FTLB and FPF (log scale) with the thresholds,
+    and the mode the adaptive policy ran."""
+    import matplotlib
+    matplotlib.use('Agg')
+    from matplotlib import pyplot
+
+    t = profile.thresholds
+    fig, axes = pyplot.subplots(len(loaded), 1, squeeze=False,
+                                figsize=(10, 3.2 * len(loaded)))
+    for ax, trace, timeline in zip(axes[:, 0], loaded, timelines):
+        times = [p[0] for p in timeline]
+        ftlb = [profiles.from_milli(p[2].ftlb) for p in timeline]
+        fpf = [profiles.from_milli(p[2].fpf) for p in timeline]
+        ax.step(times, ftlb, where='post', color='tab:blue',
+                label='FTLB (TLB misses / 1000 insns)')
+        ax.step(times, fpf, where='post', color='tab:red',
+                label='FPF (faults / 1000 insns x1e7)')
+        for value, color in ((t.tlb_upper, 'tab:blue'),
+                             (t.tlb_lower, 'tab:blue'),
+                             (t.pf_upper, 'tab:red'),
+                             (t.pf_lower, 'tab:red')):
+            ax.axhline(profiles.from_milli(value), color=color,
+                       linestyle=':', linewidth=0.8)
+        ax.set_yscale('symlog', linthresh=0.01)
+        top = max(ftlb + fpf + [profiles.from_milli(t.pf_upper)])
+        ax.set_ylim(0, top * 3)
+        ax.set_title('%s (MODELED)' % trace.name)
+        ax.set_xlabel('simulated time (s)')
+        mode_ax = ax.twinx()
+        mode_ax.step(times, [p[1] for p in timeline], where='post',
+                     color='black', label='mode (0 hap, 1 shadow)')
+        mode_ax.set_ylim(-0.1, 1.1)
+        mode_ax.set_yticks([0, 1], ['hap', 'shadow'])
+        ax.legend(loc='upper left', fontsize='small')
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    pyplot.close(fig)

@@ -1,0 +1,170 @@
+"""Workload traces: the CSV format every simulation tool reads.
+
+A trace describes a workload's intrinsic behaviour, slice by slice, in
+time order; the counts do not depend on the paging mode::
+
+    # comment lines start with '#'
+    interval_s,instructions,tlb_misses,page_faults,cr3_writes,working_set_mib
+    1.0,2000000000,1000000,50,2000,1700
+
+``interval_s`` is the slice's duration at native speed (> 0);
+``instructions``, ``tlb_misses`` and ``page_faults`` (guest page faults)
+are required, ``cr3_writes`` (guest context switches) and
+``working_set_mib`` (resident guest memory, which drives the cost of
+rebuilding a shadow table) are optional.  All values are non-negative
+numbers.  Columns may come in any order; other columns are ignored.
+Rows may have any length: the evaluator splits and merges them.
+"""
+
+import csv
+import dataclasses
+import io
+import math
+import os
+
+from nova_adaptive_paging import sim
+
+REQUIRED = ('interval_s', 'instructions', 'tlb_misses', 'page_faults')
+OPTIONAL = ('cr3_writes', 'working_set_mib')
+COLUMNS = REQUIRED + OPTIONAL
+
+
+class TraceError(ValueError):
+    """A malformed trace; the message names the file, line and column."""
+
+    def __init__(self, source, line, column, problem):
+        self.source, self.line, self.column = source, line, column
+        self.problem = problem
+        where = source if line is None else '%s:%d' % (source, line)
+        if column:
+            where += ': column %s' % column
+        super().__init__('%s: %s' % (where, problem))
+
+
+@dataclasses.dataclass(frozen=True)
+class Trace:
+    """A parsed trace: one tuple per column, all of the same length."""
+
+    name: str
+    interval_s: tuple
+    instructions: tuple
+    tlb_misses: tuple
+    page_faults: tuple
+    cr3_writes: tuple
+    working_set_mib: tuple
+    has_working_set: bool = False
+    comment: str = ''
+
+    def __len__(self):
+        return len(self.interval_s)
+
+    @property
+    def native_s(self):
+        return math.fsum(self.interval_s)
+
+    def totals(self):
+        return {col: math.fsum(getattr(self, col)) for col in COLUMNS
+                if col != 'interval_s' and col != 'working_set_mib'}
+
+
+def _number(text, source, line, column):
+    try:
+        value = float(text)
+    except ValueError:
+        raise TraceError(source, line, column,
+                         'expected a number, got %r' % (text,))
+    if not math.isfinite(value) or value < 0:
+        raise TraceError(source, line, column,
+                         'expected a non-negative number, got %r' % (text,))
+    return value
+
+
+def loads(text, source='<trace>', name=None):
+    """Parse trace text; raise TraceError naming where it is malformed."""
+    header = None
+    rows = []
+    comments = []
+    for lineno, raw in enumerate(io.StringIO(text), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith('#'):
+            if header is None:
+                comments.append(line[1:].strip())
+            continue
+        cells = [c.strip() for c in next(csv.reader([line]))]
+        if header is None:
+            header = cells
+            missing = [c for c in REQUIRED if c not in header]
+            if missing:
+                raise TraceError(source, lineno, missing[0],
+                                 'missing column (the header must name %s)'
+                                 % ', '.join(REQUIRED))
+            index = {c: header.index(c) for c in COLUMNS if c in header}
+            continue
+        if len(cells) != len(header):
+            raise TraceError(source, lineno, None, 'expected %d cells, got '
+                             '%d' % (len(header), len(cells)))
+        row = {c: _number(cells[i], source, lineno, c)
+               for c, i in index.items()}
+        if row['interval_s'] <= 0:
+            raise TraceError(source, lineno, 'interval_s',
+                             'must be > 0, got %r' % cells[index[
+                                 'interval_s']])
+        rows.append(row)
+    if header is None:
+        raise TraceError(source, None, None, 'empty: no header row')
+    if not rows:
+        raise TraceError(source, None, None, 'no data rows')
+    columns = {c: tuple(r.get(c, 0.0) for r in rows) for c in COLUMNS}
+    return Trace(name=name or _name_of(source),
+                 has_working_set='working_set_mib' in index,
+                 comment='\n'.join(comments), **columns)
+
+
+def _name_of(source):
+    base = os.path.basename(str(source))
+    return base[:-4] if base.endswith('.csv') else base
+
+
+def load(path):
+    """Load a trace file."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            text = f.read()
+    except OSError as exc:
+        raise TraceError(str(path), None, None, exc.strerror or str(exc))
+    except UnicodeDecodeError:
+        raise TraceError(str(path), None, None, 'not UTF-8 text')
+    return loads(text, str(path))
+
+
+def dumps(rows, comment=''):
+    """CSV text of ``rows`` (dicts keyed by column), with a comment."""
+    present = [c for c in COLUMNS if any(c in r for r in rows)]
+    out = io.StringIO()
+    for line in comment.strip('\n').splitlines():
+        out.write(('# ' + line).rstrip() + '\n')
+    out.write(','.join(present) + '\n')
+    for r in rows:
+        out.write(','.join(_fmt(r.get(c, 0)) for c in present) + '\n')
+    return out.getvalue()
+
+
+def _fmt(value):
+    if float(value).is_integer():
+        return '%d' % value
+    return repr(round(float(value), 6))
+
+
+def builtin_paths():
+    """The shipped traces."""
+    return sim.data_files('traces', '.csv')
+
+
+def builtin():
+    """The shipped traces, parsed, by name."""
+    return {_name_of(p.name): loads(p.read_text(encoding='utf-8'),
+                                    'builtin:%s' % p.name,
+                                    _name_of(p.name))
+            for p in builtin_paths()}

@@ -1,0 +1,225 @@
+"""The simulated KVM host: the ABI, the timer, churn, libvirt's files."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from nova_adaptive_paging.abi import conformance
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging import profiles
+from nova_adaptive_paging.sim import hardware
+from nova_adaptive_paging.sim import host as simhost
+from nova_adaptive_paging.sim import libvirt_xml
+from nova_adaptive_paging.sim import traces
+
+NEHALEM = hardware.resolve('nehalem')
+TRACES = traces.builtin()
+NOVA = '{%s}' % libvirt_xml.NOVA_NS
+
+
+class FakeClock:
+    def __init__(self):
+        self.ns = 0
+
+    def __call__(self):
+        return self.ns
+
+
+@pytest.fixture
+def sim(tmp_path):
+    clock = FakeClock()
+    host = simhost.SimHost(str(tmp_path), NEHALEM, profiles.builtin(),
+                           clock=clock)
+    host.clock = clock
+    return host
+
+
+def start(host, name, trace='phases-tlb-fault', **kw):
+    return host.start_vm(simhost.VmSpec(name, TRACES[trace],
+                                        {'hw:paging': 'adaptive'}, **kw))
+
+
+def run(host, seconds, step=1.0):
+    for _ in range(int(seconds / step)):
+        host.clock.ns += int(step * 1e9)
+        host.tick()
+
+
+def test_conformance_suite_passes_on_the_model_it_serves(sim):
+    start(sim, 'a')
+    start(sim, 'b', can_shadow=False)
+    results = conformance.run(sim.model)
+    assert [r for r in results if r[1] is not None] == []
+    assert len(results) == len(conformance.CHECKS)
+
+
+def test_timer_drives_the_engine_and_charges_switches(sim):
+    vm = start(sim, 'a', trace='mcf')
+    vm.model.write(spec.FILE_POLICY, 'adaptive\n')
+    run(sim, 60)
+    stats = spec.parse_stats(vm.model.read(spec.FILE_STATS))
+    assert stats['samples'] == 12
+    assert stats['pf_source'] == 'user'
+    assert vm.model.read(spec.FILE_MODE) == 'shadow\n'
+    assert stats['switches_to_shadow'] == 1
+    ws = TRACES['mcf'].working_set_mib[0]
+    assert stats['time_switching_ns'] == int(
+        NEHALEM.switch_s('shadow', ws) * 1e9)
+
+
+def test_switch_stalls_the_vm(tmp_path):
+    """The same VM makes less progress when it pays for a switch."""
+    progress = []
+    for switch in (False, True):
+        clock = FakeClock()
+        host = simhost.SimHost(str(tmp_path / str(switch)), NEHALEM,
+                               profiles.builtin(), clock=clock)
+        host.clock = clock
+        vm = start(host, 'a', trace='quiet')
+        if switch:
+            vm.model.write(spec.FILE_POLICY, 'shadow\n')
+        run(host, 10)
+        progress.append(vm.counters()[0])
+    stall = NEHALEM.switch_s('shadow', TRACES['quiet'].working_set_mib[0])
+    rate = TRACES['quiet'].instructions[0] / TRACES['quiet'].interval_s[0]
+    assert progress[1] < progress[0]
+    assert progress[0] - progress[1] == pytest.approx(stall * rate,
+                                                      rel=0.25)
+
+
+def test_no_timer_samples_while_injection_is_on(sim):
+    vm = start(sim, 'a')
+    sim.model.write('%s/%s' % (spec.PARAMS_DIR, spec.PARAM_INJECT), 'Y\n')
+    run(sim, 30)
+    assert spec.parse_stats(vm.model.read(spec.FILE_STATS))['samples'] == 0
+    sim.model.write('%s/%s' % (spec.PARAMS_DIR, spec.PARAM_INJECT), 'N\n')
+    run(sim, 10)
+    assert spec.parse_stats(vm.model.read(spec.FILE_STATS))['samples'] == 2
+
+
+def test_without_a_guest_counter_hap_samples_have_no_faults(sim):
+    vm = start(sim, 'a', guest_faults=False)
+    vm.model.write(spec.FILE_POLICY, 'adaptive\n')
+    run(sim, 30)
+    stats = spec.parse_stats(vm.model.read(spec.FILE_STATS))
+    assert stats['pf_source'] == 'none'
+    assert stats['last_rule'] == int(simhost.model.dsp.Rule.NO_DATA)
+
+
+def domains(host):
+    tree = ET.parse(os.path.join(host.root, simhost.NODE_XML))
+    return {d.findtext('name'): d for d in tree.getroot()}
+
+
+def test_churn_updates_debugfs_pid_files_and_libvirt(sim):
+    a = start(sim, 'a')
+    b = start(sim, 'b')
+    run(sim, 5)
+    pid_dir = os.path.join(sim.root, simhost.PID_DIR)
+    assert sorted(os.listdir(pid_dir)) == ['a.pid', 'b.pid']
+    with open(os.path.join(pid_dir, 'b.pid')) as f:
+        assert '%d-%d' % (int(f.read()), simhost.VM_FD) == b.dirname
+    sim.migrate_vm('a')
+    assert sorted(sim.model.listdir(spec.DEBUGFS_DIR)) == [b.dirname]
+    assert not sim.model.exists('%s/%s/%s' % (spec.DEBUGFS_DIR, a.dirname,
+                                              spec.FILE_MODE))
+    assert os.listdir(pid_dir) == ['b.pid']
+    assert list(domains(sim)) == ['b']
+    assert sim.status()['gone'] == {'a': 'migrated'}
+    c = start(sim, 'a')                 # it comes back: a new QEMU process
+    assert c.dirname != a.dirname
+    sim.stop_vm('b')
+    run(sim, 5)
+    assert sorted(domains(sim)) == ['a']
+    with pytest.raises(ValueError):
+        start(sim, 'a')
+
+
+def test_node_xml_carries_nova_metadata(sim):
+    vm = start(sim, 'a', flavor='m1.paging', uuid='1' * 8 + '-' + '2' * 4
+               + '-' + '3' * 4 + '-' + '4' * 4 + '-' + '5' * 12)
+    dom = domains(sim)['a']
+    assert dom.get('type') == 'test'
+    assert dom.findtext('uuid') == vm.spec.uuid
+    inst = dom.find('metadata/%sinstance' % NOVA)
+    flavor = inst.find(NOVA + 'flavor')
+    assert flavor.get('name') == 'm1.paging'
+    specs = {e.get('name'): e.text
+             for e in flavor.find(NOVA + 'extraSpecs')}
+    assert specs == {'hw:paging': 'adaptive'}
+
+
+def test_hand_written_domain_matches_novas():
+    pytest.importorskip('nova.virt.libvirt.config')
+    vm = simhost.VmSpec('x', TRACES['quiet'], {'hw:paging': 'shadow',
+                                               'hw:paging_interval': '5'},
+                        uuid='0b8a6a2e-2c3e-4f52-9b1e-4c6f2e1b9d01')
+    by_nova = libvirt_xml.domain(vm, use_nova=True)
+    by_hand = libvirt_xml.domain(vm, use_nova=False)
+    assert ET.canonicalize(ET.tostring(by_nova), strip_text=True) == \
+        ET.canonicalize(ET.tostring(by_hand), strip_text=True)
+
+
+# -- the real thing: FUSE and the command line --------------------------------
+def _fuse_usable():
+    return (os.path.exists('/dev/fuse') and os.geteuid() == 0
+            and (shutil.which('fusermount3') or shutil.which('fusermount')))
+
+
+needs_fuse = pytest.mark.skipif(
+    not _fuse_usable() and not os.environ.get('NAP_REQUIRE_FUSE'),
+    reason='needs /dev/fuse, root and fusermount (set NAP_REQUIRE_FUSE=1 '
+           'to make this a failure)')
+
+
+def _cli(*args, **kw):
+    return subprocess.run(
+        [sys.executable, '-m', 'nova_adaptive_paging.cmd.cli'] + list(args),
+        capture_output=True, text=True, **kw)
+
+
+@needs_fuse
+def test_sim_host_over_fuse_passes_conformance_and_churns(tmp_path):
+    root = str(tmp_path / 'node')
+    proc = subprocess.Popen(
+        [sys.executable, '-m', 'nova_adaptive_paging.cmd.cli', 'sim-host',
+         '--root', root, '--vms', '2', '--speed', '20', '--duration', '60'],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    mount = os.path.join(root, 'sys')
+    try:
+        for _ in range(200):
+            if os.path.ismount(mount) and os.path.isdir(
+                    os.path.join(root, spec.DEBUGFS_DIR)):
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        results = conformance.run(conformance.FileTransport(root))
+        assert [r for r in results if r[1] is not None] == []
+        done = _cli('abi', 'conformance', '--root', root)
+        assert done.returncode == 0 and '12 passed, 0 failed' in done.stdout
+        transport = conformance.FileTransport(root)
+        with pytest.raises(OSError) as err:
+            transport.write('%s/%s' % (spec.PARAMS_DIR,
+                                       spec.PARAM_THRESHOLDS), 'bogus\n')
+        assert err.value.errno == spec.EINVAL
+        before = set(transport.listdir(spec.DEBUGFS_DIR))
+        assert _cli('sim-vm', 'start', '--root', root, 'c', '--trace', 'mcf',
+                    '--extra-spec', 'hw:paging=adaptive').returncode == 0
+        assert _cli('sim-vm', 'migrate', '--root', root,
+                    'instance-00000001').returncode == 0
+        failed = _cli('sim-vm', 'stop', '--root', root, 'nope')
+        assert failed.returncode == 2 and 'nope' in failed.stderr
+        after = set(transport.listdir(spec.DEBUGFS_DIR))
+        assert len(after) == 2 and after != before
+        assert sorted(os.listdir(os.path.join(root, simhost.PID_DIR))) == [
+            'c.pid', 'instance-00000002.pid']
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=20)
+    assert not os.path.ismount(mount)

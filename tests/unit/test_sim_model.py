@@ -1,0 +1,297 @@
+"""The cost model, the trace and hardware formats, the evaluator and the
+calibration against the seed papers (all figures are modeled)."""
+
+import json
+import math
+
+from click.testing import CliRunner
+import pytest
+
+from nova_adaptive_paging.cmd import cli
+from nova_adaptive_paging import dsp
+from nova_adaptive_paging import profiles
+from nova_adaptive_paging.sim import calibrate
+from nova_adaptive_paging.sim import evaluator
+from nova_adaptive_paging.sim import hardware
+from nova_adaptive_paging.sim import traces
+
+TRACES = traces.builtin()
+HARDWARE = {name: hardware.resolve(name)
+            for name in hardware.builtin_names()}
+NEHALEM = HARDWARE['nehalem']
+PHASED = [name for name in TRACES if name.startswith('phases-')]
+
+# Wang et al., VEE 2011, Table 3: execution time (s) in HAP and in SP.
+TABLE3 = {'mcf': (383, 329), 'gcc': (403, 534)}
+
+
+# -- traces ------------------------------------------------------------------
+GOOD = ('# a comment\n'
+        'interval_s,instructions,tlb_misses,page_faults\n'
+        '1,1000,10,1\n'
+        '# comments between rows too\n'
+        '2.5,2000,20,0\n')
+
+
+def test_trace_parses_and_defaults_optional_columns():
+    trace = traces.loads(GOOD, 'x.csv')
+    assert trace.name == 'x'
+    assert trace.interval_s == (1.0, 2.5)
+    assert trace.cr3_writes == (0.0, 0.0)
+    assert not trace.has_working_set
+    assert trace.comment == 'a comment'
+
+
+@pytest.mark.parametrize('text, line, column', [
+    ('interval_s,instructions,tlb_misses\n1,2,3\n', 1, 'page_faults'),
+    ('interval_s,instructions,tlb_misses,page_faults\n1,2,-3,4\n', 2,
+     'tlb_misses'),
+    ('interval_s,instructions,tlb_misses,page_faults\n1,2,3,x\n', 2,
+     'page_faults'),
+    ('interval_s,instructions,tlb_misses,page_faults\n0,2,3,4\n', 2,
+     'interval_s'),
+    ('interval_s,instructions,tlb_misses,page_faults\n1,2,3,4\n1,2\n', 3,
+     None),
+    ('# only a comment\n', None, None),
+    ('interval_s,instructions,tlb_misses,page_faults\n', None, None),
+])
+def test_malformed_trace_names_file_line_and_column(text, line, column):
+    with pytest.raises(traces.TraceError) as err:
+        traces.loads(text, 'bad.csv')
+    assert (err.value.source, err.value.line, err.value.column) == (
+        'bad.csv', line, column)
+    assert str(err.value).startswith('bad.csv')
+
+
+def test_dumps_round_trips():
+    rows = [{'interval_s': 0.5, 'instructions': 10, 'tlb_misses': 1,
+             'page_faults': 2, 'working_set_mib': 64}]
+    trace = traces.loads(traces.dumps(rows, 'made here'), 'r.csv')
+    assert trace.interval_s == (0.5,) and trace.working_set_mib == (64.0,)
+    assert trace.comment == 'made here'
+
+
+def test_every_shipped_trace_says_where_its_numbers_come_from():
+    assert len(TRACES) >= 19
+    for name, trace in TRACES.items():
+        assert 'MODELED' in trace.comment, name
+        assert 'ssumed' in trace.comment, name
+
+
+# -- hardware profiles --------------------------------------------------------
+def test_nehalem_profile_carries_the_papers_costs():
+    assert NEHALEM.event_cost_ns['hap']['tlb_miss'] == 4
+    assert NEHALEM.event_cost_ns['shadow']['page_fault'] == 10000
+    for name, hw in HARDWARE.items():
+        for field in ('event_cost_ns.hap.tlb_miss',
+                      'event_cost_ns.shadow.page_fault',
+                      'switch_cost_ns.to_shadow_per_mib'):
+            assert hw.sources.get(field), (name, field)
+
+
+def test_bad_hardware_profile_names_the_field():
+    text = NEHALEM_TEXT.replace('page_fault: 10000', 'page_fault: -1')
+    with pytest.raises(hardware.HardwareError) as err:
+        hardware.loads(text, 'hw.yaml')
+    assert err.value.field == 'event_cost_ns.shadow.page_fault'
+    with pytest.raises(hardware.HardwareError):
+        hardware.resolve('/nonexistent/profile.yaml')
+
+
+NEHALEM_TEXT = (hardware.sim.data_dir('hardware') / 'nehalem.yaml'
+                ).read_text()
+
+
+# -- Table 3 ------------------------------------------------------------------
+@pytest.mark.parametrize('name', sorted(TABLE3))
+def test_table3_reproduced_within_5_percent(name):
+    """mcf: 383 s HAP vs 329 s SP; gcc: 403 s vs 534 s (Wang et al.,
+    VEE 2011, Table 3), with the Nehalem profile's costs."""
+    replay = evaluator.Replay(TRACES[name], NEHALEM)
+    hap = replay.static(evaluator.HAP)['time_s']
+    shadow = replay.static(evaluator.SHADOW)['time_s']
+    paper_hap, paper_sp = TABLE3[name]
+    assert abs((hap / shadow) / (paper_hap / paper_sp) - 1) < 0.05
+    assert abs(hap / paper_hap - 1) < 0.05
+    assert abs(shadow / paper_sp - 1) < 0.05
+
+
+def test_table3_traces_carry_the_papers_totals():
+    assert TRACES['mcf'].totals()['tlb_misses'] == 12539673680
+    assert TRACES['mcf'].totals()['page_faults'] == 243491
+    assert TRACES['gcc'].totals()['tlb_misses'] == 1082065972
+    assert TRACES['gcc'].totals()['page_faults'] == 13320141
+
+
+# -- the evaluator ------------------------------------------------------------
+def steady(rows, insns=2e9, ftlb=30.0, fpf=50.0, seconds=1.0):
+    row = {'interval_s': seconds, 'instructions': insns * seconds,
+           'tlb_misses': ftlb * insns * seconds / 1000,
+           'page_faults': fpf * 1e-7 * insns * seconds / 1000,
+           'working_set_mib': 1024}
+    return [dict(row) for _ in range(rows)]
+
+
+def test_row_length_does_not_change_the_result():
+    """Rows are split and merged: one long row or many short ones."""
+    profile = profiles.builtin()
+    results = []
+    for rows, seconds in ((1, 300.0), (300, 1.0), (1200, 0.25)):
+        trace = traces.loads(traces.dumps(steady(rows, seconds=seconds)),
+                             't.csv')
+        results.append(evaluator.evaluate(trace, NEHALEM, profile))
+    for other in results[1:]:
+        for policy in evaluator.POLICIES:
+            assert math.isclose(other['policies'][policy]['time_s'],
+                                results[0]['policies'][policy]['time_s'],
+                                rel_tol=1e-6), policy
+            assert (other['policies'][policy]['switches']
+                    == results[0]['policies'][policy]['switches'])
+
+
+def test_adaptive_pays_warmup_switch_and_lag():
+    """A TLB-heavy workload starts in HAP, leaves after a full window and
+    pays the switch into shadow mode."""
+    profile = profiles.builtin()
+    trace = traces.loads(traces.dumps(steady(300)), 't.csv')
+    r = evaluator.evaluate(trace, NEHALEM, profile)['policies']
+    ad = r['adaptive']
+    assert ad['switches'] == 1
+    window = profile.history_samples * profile.interval_s
+    assert ad['time_hap_s'] == pytest.approx(window)
+    switch = NEHALEM.switch_s('shadow', 1024)
+    assert ad['time_s'] == pytest.approx(ad['time_hap_s']
+                                         + ad['time_shadow_s'] + switch)
+    assert r['shadow']['time_s'] < ad['time_s'] < r['hap']['time_s']
+
+
+def test_without_guest_faults_hap_sees_no_data_and_stays():
+    profile = profiles.builtin()
+    trace = traces.loads(traces.dumps(steady(300)), 't.csv')
+    replay = evaluator.Replay(trace, NEHALEM)
+    blind = replay.adaptive(profile.thresholds, profile.history_samples, 5,
+                            guest_faults=False)
+    assert blind['switches'] == 0
+    assert blind['time_s'] == pytest.approx(replay.static(0)['time_s'])
+
+
+@pytest.mark.parametrize('name', sorted(TRACES))
+def test_oracle_is_a_lower_bound_of_static_modes(name):
+    r = evaluator.evaluate(TRACES[name], NEHALEM, profiles.builtin(),
+                           policies=('hap', 'shadow', 'oracle'))['policies']
+    best = min(r['hap']['time_s'], r['shadow']['time_s'])
+    assert r['oracle']['time_s'] <= best * (1 + 1e-9)
+
+
+# -- calibration --------------------------------------------------------------
+@pytest.fixture(scope='module')
+def calibrated():
+    return {name: calibrate.calibrate(hw, TRACES.values())[0]
+            for name, hw in HARDWARE.items()}
+
+
+def test_calibrated_profile_is_in_the_foundation_format(calibrated):
+    for profile in calibrated.values():
+        again = profiles.loads(profile.dump(), 'calibrated.yaml')
+        assert again == profile
+        assert again.provenance.method == 'calibrated'
+
+
+def test_adaptive_with_derived_thresholds_within_1_percent(calibrated):
+    """For every hardware profile and trace: within 1 % of the better
+    static mode; better than it on the phase-changing traces."""
+    assert PHASED
+    for hw_name, profile in calibrated.items():
+        for name, trace in TRACES.items():
+            r = evaluator.evaluate(trace, HARDWARE[hw_name], profile)
+            vs_static = evaluator.regret(r)[0]
+            assert vs_static < 0.01, (hw_name, name, vs_static)
+            if name in PHASED:
+                assert vs_static < 0, (hw_name, name, vs_static)
+
+
+def test_derived_thresholds_follow_the_costs(calibrated):
+    """The modern profile has dearer TLB misses in HAP and cheaper faults
+    in shadow mode: the P-to-T break-even rises, so do the P-to-T
+    thresholds; a TLB-miss frequency pays off sooner, so the FTLB
+    thresholds fall; the fault thresholds rise."""
+    old, new = calibrated['nehalem'], calibrated['sapphirerapids-5lp']
+    pt_old = calibrate.break_even(HARDWARE['nehalem'])[0]
+    pt_new = calibrate.break_even(HARDWARE['sapphirerapids-5lp'])[0]
+    assert pt_new > pt_old
+    t_old, t_new = old.thresholds, new.thresholds
+    assert t_new.pt_upper > t_old.pt_upper
+    assert t_new.pt_lower > t_old.pt_lower
+    assert t_new.tlb_upper < t_old.tlb_upper
+    assert t_new.tlb_lower < t_old.tlb_lower
+    assert t_new.pf_upper > t_old.pf_upper
+    assert t_new.pf_lower > t_old.pf_lower
+
+
+def test_break_even_matches_the_papers_costs():
+    # 4 ns per TLB miss against 10 us per fault: P-to-T 4000 (x1e-7).
+    assert calibrate.break_even(NEHALEM)[0] == pytest.approx(4000)
+    t = calibrate.derive(NEHALEM, 3, 5, 1.25, 10)
+    assert t.pt_lower < profiles.to_milli(4000) < t.pt_upper
+    assert isinstance(t, dsp.Thresholds)
+
+
+# -- the command line ---------------------------------------------------------
+def test_simulate_json_shape(tmp_path):
+    paths = [str(p) for p in traces.builtin_paths()][:3]
+    # As a shell expands "--trace traces/*.csv".
+    result = CliRunner().invoke(
+        cli.main, ['simulate', '--hardware', 'nehalem', '--json',
+                   '--trace'] + paths)
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert [d['trace'] for d in doc] == [p.rsplit('/', 1)[1][:-4]
+                                         for p in paths]
+    for item in doc:
+        assert set(item) == {'trace', 'hardware', 'policies'}
+        assert item['hardware'] == 'nehalem'
+        p = item['policies']
+        assert set(p) == {'hap', 'shadow', 'adaptive', 'oracle'}
+        assert set(p['hap']) == set(p['shadow']) == {'time_s', 'switches'}
+        assert p['hap']['switches'] == p['shadow']['switches'] == 0
+        assert set(p['adaptive']) == set(p['oracle']) == {
+            'time_s', 'switches', 'time_hap_s', 'time_shadow_s'}
+    assert 'modeled' in result.stderr
+
+
+def test_simulate_table_and_bad_trace(tmp_path):
+    bad = tmp_path / 'bad.csv'
+    bad.write_text('interval_s,instructions,tlb_misses,page_faults\n'
+                   '1,2,3,oops\n')
+    result = CliRunner().invoke(
+        cli.main, ['simulate', '--hardware', 'nehalem', '--trace', str(bad)])
+    assert result.exit_code == 2
+    assert '%s:2: column page_faults' % bad in result.stderr
+    good = str(traces.builtin_paths()[0])
+    result = CliRunner().invoke(cli.main, ['simulate', '--hardware',
+                                           'nehalem', '--trace', good])
+    assert result.exit_code == 0
+    assert 'MODELED' in result.output and 'vs oracle' in result.output
+
+
+def test_calibrate_writes_a_loadable_profile(tmp_path):
+    out = tmp_path / 'derived.yaml'
+    trace = str(traces.builtin_paths()[0])
+    result = CliRunner().invoke(cli.main, [
+        'calibrate', '--hardware', 'sapphirerapids-5lp', '--out', str(out),
+        '--trace', trace])
+    assert result.exit_code == 0, result.output
+    profile = profiles.load(str(out))
+    assert profile.generation == 'sapphirerapids-5lp'
+    assert 'sapphirerapids-5lp' in profile.provenance.source
+
+
+def test_plot_writes_a_png(tmp_path):
+    pytest.importorskip('matplotlib')
+    out = tmp_path / 'modes.png'
+    trace = str(traces.builtin_paths()[0])
+    result = CliRunner().invoke(cli.main, [
+        'simulate', '--hardware', 'nehalem', '--trace', trace, '--plot',
+        str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
