@@ -36,9 +36,6 @@ REQUIRED_TRAIT = {
     policy.Paging.SHADOW: SHADOW,
 }
 
-# Vendor modules and the parameter that turns two-dimensional paging on.
-TDP_PARAMS = (('kvm_amd', 'npt'), ('kvm_intel', 'ept'))
-
 
 def cpu_trait(generation):
     """CUSTOM_PAGING_CPU_<KEY>: placement trait names are [A-Z0-9_]."""
@@ -95,9 +92,9 @@ def detect(host_root, generation, calibrated):
     if abi_version != spec.ABI_VERSION:
         abi_version = 0
     tdp = kvm = False
-    for module, param in TDP_PARAMS:
-        value = _read(os.path.join(host_root, 'sys/module', module,
-                                   'parameters', param))
+    for module, param in spec.VENDOR_TDP_PARAMS:
+        value = _read(os.path.join(host_root, spec.vendor_params_dir(module),
+                                   param))
         if value is not None:
             kvm, tdp = True, value in ('Y', 'y', '1')
             break

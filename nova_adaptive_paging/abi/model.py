@@ -21,11 +21,13 @@ def _fail(code, message):
 class HostModel:
     """Host-wide parameters of one (simulated or reference) host."""
 
-    def __init__(self, thresholds, clock):
+    def __init__(self, thresholds, clock, vendor='kvm_amd', tdp=True):
         self.thresholds = thresholds      # spec.ThresholdSet
         self.inject = False
         self.clock = clock                # () -> monotonic nanoseconds
         self.vms = {}                     # "<pid>-<fd>" -> VmModel
+        self.vendor = vendor              # kvm_amd or kvm_intel
+        self.tdp = tdp                    # its npt= / ept= parameter
 
     def read_param(self, name):
         if name == spec.PARAM_ABI:
@@ -60,22 +62,32 @@ class HostModel:
         debugfs = spec.DEBUGFS_DIR.split('/')
         if parts[:-1] == params:
             return 'param', parts[-1]
+        if (parts[:-1] == spec.vendor_params_dir(self.vendor).split('/')
+                and parts[-1] == self._tdp_param()):
+            return 'vendor', parts[-1]
         if parts[:len(debugfs)] == debugfs and len(parts) == len(debugfs) + 2:
             vm = self.vms.get(parts[-2])
             if vm is not None and parts[-1] in spec.VM_FILES:
                 return vm, parts[-1]
         _fail(errno.ENOENT, rel)
 
+    def _tdp_param(self):
+        return dict(spec.VENDOR_TDP_PARAMS)[self.vendor]
+
     def read(self, rel):
         where, name = self._resolve(rel)
         if where == 'param':
             return self.read_param(name)
+        if where == 'vendor':
+            return 'Y\n' if self.tdp else 'N\n'
         return where.read(name)
 
     def write(self, rel, text):
         where, name = self._resolve(rel)
         if where == 'param':
             return self.write_param(name, text)
+        if where == 'vendor':
+            _fail(spec.EPERM, '%s is read-only' % name)
         return where.write(name, text)
 
     def listdir(self, rel):
@@ -83,6 +95,8 @@ class HostModel:
             return list(self.vms)
         if rel.strip('/') == spec.PARAMS_DIR:
             return [spec.PARAM_ABI, spec.PARAM_THRESHOLDS, spec.PARAM_INJECT]
+        if rel.strip('/') == spec.vendor_params_dir(self.vendor):
+            return [self._tdp_param()]
         _fail(errno.ENOENT, rel)
 
     def exists(self, rel):
@@ -92,8 +106,14 @@ class HostModel:
             return False
         return True
 
-    def add_vm(self, name, mode='hap', can_hap=True, can_shadow=True,
+    def add_vm(self, name, mode=None, can_hap=None, can_shadow=True,
                pmu=True):
+        """A new VM; by default in the mode and with the hap ability the
+        vendor module's parameter gives new VMs."""
+        if can_hap is None:
+            can_hap = self.tdp
+        if mode is None:
+            mode = 'hap' if self.tdp else 'shadow'
         vm = VmModel(self, mode, can_hap, can_shadow, pmu)
         self.vms[name] = vm
         return vm

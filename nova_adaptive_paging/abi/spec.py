@@ -19,6 +19,15 @@ PARAM_ABI = 'paging_switch_abi'
 PARAM_THRESHOLDS = 'dsp_thresholds'
 PARAM_INJECT = 'dsp_inject'
 
+# The vendor modules' switch for two-dimensional paging: unchanged by the
+# patch, read by user space to know whether hap is possible at all.
+VENDOR_TDP_PARAMS = (('kvm_amd', 'npt'), ('kvm_intel', 'ept'))
+
+
+def vendor_params_dir(module):
+    return 'sys/module/%s/parameters' % module
+
+
 # Per VM, under <root>/sys/kernel/debug/kvm/<pid>-<fd>/.
 DEBUGFS_DIR = 'sys/kernel/debug/kvm'
 VM_DIR_RE = re.compile(r'^(?P<pid>\d+)-(?P<fd>\d+)$')

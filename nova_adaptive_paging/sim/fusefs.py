@@ -15,7 +15,8 @@ import time
 from nova_adaptive_paging.abi import spec
 
 MOUNT_DIR = 'sys'
-READ_ONLY = {spec.PARAM_ABI, spec.FILE_MODE, spec.FILE_STATS}
+READ_ONLY = {spec.PARAM_ABI, spec.FILE_MODE, spec.FILE_STATS} | {
+    param for _, param in spec.VENDOR_TDP_PARAMS}
 WRITE_ONLY = {spec.FILE_SWITCH, spec.FILE_GUEST_FAULTS, spec.FILE_INJECT}
 
 
@@ -27,10 +28,11 @@ def _import_fuse():
     return fuse
 
 
-def _dirs():
+def _dirs(vendor):
     """Every directory of the served tree, relative to the mount."""
     out = {''}
-    for rel in (spec.PARAMS_DIR, spec.DEBUGFS_DIR):
+    for rel in (spec.PARAMS_DIR, spec.DEBUGFS_DIR,
+                spec.vendor_params_dir(vendor)):
         parts = rel.split('/')[1:]           # below 'sys'
         for i in range(1, len(parts) + 1):
             out.add('/'.join(parts[:i]))
@@ -40,7 +42,7 @@ def _dirs():
 def make_operations(host):
     """A fuse.Operations object serving ``host`` (a SimHost)."""
     fuse = _import_fuse()
-    dirs = _dirs()
+    dirs = _dirs(host.model.vendor)
     debugfs = spec.DEBUGFS_DIR.split('/', 1)[1]
     started = time.time_ns()
 

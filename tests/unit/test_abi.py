@@ -204,3 +204,19 @@ def test_plain_files_cannot_pass(tmp_path):
     assert 'succeeded; expected EINVAL' in \
         results['check_policy_rejects_bad_values']
     assert 'succeeded; expected EPERM' in results['check_forced_switch']
+
+
+@pytest.mark.parametrize('vendor,tdp', [('kvm_amd', True),
+                                        ('kvm_intel', False)])
+def test_vendor_tdp_parameter(vendor, tdp):
+    host = model.HostModel(
+        spec.ThresholdSet.from_profile(profiles.builtin()), lambda: 0,
+        vendor=vendor, tdp=tdp)
+    param = dict(spec.VENDOR_TDP_PARAMS)[vendor]
+    rel = '%s/%s' % (spec.vendor_params_dir(vendor), param)
+    assert host.read(rel) == ('Y\n' if tdp else 'N\n')
+    assert host.listdir(spec.vendor_params_dir(vendor)) == [param]
+    assert errno_of(host.write, rel, 'Y') == errno.EPERM
+    vm = host.add_vm('1-1')
+    assert vm.mode == ('hap' if tdp else 'shadow')
+    assert vm.can['hap'] == tdp

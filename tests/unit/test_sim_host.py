@@ -12,6 +12,8 @@ import pytest
 
 from nova_adaptive_paging.abi import conformance
 from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging import capabilities
+from nova_adaptive_paging import policy
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.sim import hardware
 from nova_adaptive_paging.sim import host as simhost
@@ -201,6 +203,9 @@ def test_sim_host_over_fuse_passes_conformance_and_churns(tmp_path):
             time.sleep(0.05)
         results = conformance.run(conformance.FileTransport(root))
         assert [r for r in results if r[1] is not None] == []
+        # What the agent publishes for this host: a patched host with NPT.
+        assert capabilities.detect(root, 'amd-zen3', False).modes == set(
+            policy.Paging)
         done = _cli('abi', 'conformance', '--root', root)
         assert done.returncode == 0 and '12 passed, 0 failed' in done.stdout
         transport = conformance.FileTransport(root)
