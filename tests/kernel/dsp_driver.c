@@ -1,0 +1,140 @@
+/*
+ * Drives the kernel's DSP decision file (arch/x86/kvm/dsp.c, taken from
+ * the patch series) from a line protocol on stdin, for
+ * test_dsp_c_equivalence.py.  One answer line per request line:
+ *
+ *   r NUM SCALE DEN                    -> VALUE   (kvm_dsp_scaled_ratio)
+ *   v TU TL PU PL PTU PTL              -> 0|1     (thresholds_valid)
+ *   d MODE FTLB FPF CPT HTLB HPT T*6   -> MODE RULE
+ *   s INSNS TLB PF HAVE                -> INSNS FTLB FPF PT
+ *   i HISTORY MODE T*6                 -> 0|1     (engine_init)
+ *   R MODE                             -> MODE    (engine_reset)
+ *   e INSNS TLB PF HAVE                -> MODE RULE HTLB HPT (step, counts)
+ *   E INSNS FTLB FPF PT                -> MODE RULE HTLB HPT (step, sample)
+ *
+ * The last line printed is "divisions N": how many quotients reached
+ * mul_u64_u64_div_u64() (the shim aborts on one that would fault).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dsp.h"
+
+unsigned long dsp_shim_divisions;
+
+static int parse(char *p, u64 *v, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		char *end;
+
+		v[i] = strtoull(p, &end, 10);
+		if (end == p)
+			return -1;
+		p = end;
+	}
+	return 0;
+}
+
+static void thresholds(struct kvm_dsp_thresholds *t, const u64 *v)
+{
+	t->tlb_upper = v[0];
+	t->tlb_lower = v[1];
+	t->pf_upper = v[2];
+	t->pf_lower = v[3];
+	t->pt_upper = v[4];
+	t->pt_lower = v[5];
+}
+
+int main(void)
+{
+	static char line[1024];
+	struct kvm_dsp_thresholds t;
+	struct kvm_dsp_engine engine;
+	struct kvm_dsp_sample s;
+	enum kvm_dsp_rule rule;
+	enum kvm_dsp_mode mode;
+	u64 v[16];
+
+	memset(&engine, 0, sizeof(engine));
+	setvbuf(stdout, NULL, _IOFBF, 1 << 20);
+	while (fgets(line, sizeof(line), stdin)) {
+		char *args = line + 1;
+
+		switch (line[0]) {
+		case 'r':
+			if (parse(args, v, 3))
+				goto bad;
+			printf("%llu\n", (unsigned long long)
+			       kvm_dsp_scaled_ratio(v[0], v[1], v[2]));
+			break;
+		case 'v':
+			if (parse(args, v, 6))
+				goto bad;
+			thresholds(&t, v);
+			printf("%d\n", kvm_dsp_thresholds_valid(&t));
+			break;
+		case 'd':
+			if (parse(args, v, 12))
+				goto bad;
+			thresholds(&t, v + 6);
+			mode = kvm_dsp_decide((enum kvm_dsp_mode)v[0], v[1],
+					      v[2], v[3], v[4], v[5], &t,
+					      &rule);
+			printf("%d %d\n", mode, rule);
+			break;
+		case 's':
+			if (parse(args, v, 4))
+				goto bad;
+			kvm_dsp_sample_from_counts(&s, v[0], v[1], v[2],
+						   (unsigned int)v[3]);
+			printf("%llu %llu %llu %llu\n",
+			       (unsigned long long)s.instructions,
+			       (unsigned long long)s.ftlb,
+			       (unsigned long long)s.fpf,
+			       (unsigned long long)s.pt);
+			break;
+		case 'i':
+			if (parse(args, v, 8))
+				goto bad;
+			thresholds(&t, v + 2);
+			printf("%d\n", kvm_dsp_engine_init(&engine, &t,
+				(unsigned int)v[0], (enum kvm_dsp_mode)v[1]));
+			break;
+		case 'R':
+			if (parse(args, v, 1))
+				goto bad;
+			kvm_dsp_engine_reset(&engine, (enum kvm_dsp_mode)v[0]);
+			printf("%d\n", engine.mode);
+			break;
+		case 'e':
+		case 'E':
+			if (parse(args, v, 4))
+				goto bad;
+			if (line[0] == 'e') {
+				kvm_dsp_sample_from_counts(&s, v[0], v[1],
+							   v[2],
+							   (unsigned int)v[3]);
+			} else {
+				s.instructions = v[0];
+				s.ftlb = v[1];
+				s.fpf = v[2];
+				s.pt = v[3];
+			}
+			mode = kvm_dsp_engine_step(&engine, &s);
+			printf("%d %d %llu %llu\n", mode, engine.last_rule,
+			       (unsigned long long)engine.last_htlb,
+			       (unsigned long long)engine.last_hpt);
+			break;
+		default:
+			goto bad;
+		}
+	}
+	printf("divisions %lu\n", dsp_shim_divisions);
+	return 0;
+bad:
+	fprintf(stderr, "bad request: %s", line);
+	return 2;
+}

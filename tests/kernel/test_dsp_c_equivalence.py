@@ -1,0 +1,344 @@
+"""The kernel's C DSP decision gives exactly nova_adaptive_paging.dsp's.
+
+The patch series adds arch/x86/kvm/dsp.c and dsp.h, the decision the kernel
+runs.  This test takes those two files out of the series (applying it to an
+empty directory), compiles them in user space with gcc against small
+stand-ins for <linux/types.h> and <linux/math64.h>, and feeds the result
+and the canonical Python implementation the same random requests: at least
+a million decisions plus sample metrics, the scaled-ratio helper,
+threshold validation and long engine sequences.  Inputs are biased to the
+places where an off-by-one would show: threshold boundaries (including the
+80 % bounds), zeros, saturation at 2^48 - 1 and the edges of u64.
+
+The C file is compiled twice: with unsigned __int128 helpers (as x86-64 has)
+and with the shift-and-subtract helpers (as the kernel's generic ones).
+The math64 stand-in aborts where the x86-64 "divq" would fault, so the
+test also proves the saturation guard keeps every quotient in range.
+
+NAP_DSP_CASES sets the number of decisions (default 1,000,000) and
+NAP_DSP_SEED the random seed (default: a fixed one).
+"""
+
+import os
+import random
+import shutil
+import subprocess
+
+import pytest
+
+from nova_adaptive_paging import dsp
+from tests.kernel import kpatch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+C_FILES = ('arch/x86/kvm/dsp.c', 'arch/x86/kvm/dsp.h')
+MAX = dsp.METRIC_MAX
+U64 = dsp.U64_MAX
+CASES = int(os.environ.get('NAP_DSP_CASES', 1000000))
+SEED = int(os.environ.get('NAP_DSP_SEED', 20110309))
+PAPER = dsp.Thresholds(10000, 100, 5000000, 100000, 200000, 150000)
+
+
+@pytest.fixture(scope='module')
+def drivers(tmp_path_factory):
+    gcc = shutil.which('gcc')
+    if gcc is None:
+        pytest.skip('gcc is not installed')
+    tmp = tmp_path_factory.mktemp('dsp')
+    src = tmp / 'src'
+    kpatch.extract(C_FILES, str(src))
+    built = {}
+    for variant, defines in (('int128', []), ('generic',
+                                              ['-DDSP_SHIM_GENERIC'])):
+        exe = str(tmp / ('dsp_driver_' + variant))
+        subprocess.run(
+            [gcc, '-std=gnu11', '-O2', '-Wall', '-Wextra', '-Werror',
+             '-Wno-unused-parameter', '-Wno-sign-compare',
+             '-I', str(src / 'arch/x86/kvm'),
+             '-I', os.path.join(HERE, 'dsp_shim')] + defines +
+            ['-o', exe, str(src / C_FILES[0]),
+             os.path.join(HERE, 'dsp_driver.c')],
+            check=True)
+        built[variant] = exe
+    return built
+
+
+OFFSETS = (-2, -1, -1, 0, 0, 1, 1, 2)
+EDGES = (0, 0, 1, 1, MAX, MAX, MAX - 1, 2)
+
+
+def near(rng, bound):
+    """A value at or around ``bound``, or one of the edges."""
+    pick = rng.random()
+    if pick < 0.45:
+        value = bound + OFFSETS[rng.getrandbits(3)]
+    elif pick < 0.6:
+        # Around the "80 percent of" bounds: 5 * x versus 4 * bound.
+        value = (4 * bound) // 5 + OFFSETS[rng.getrandbits(3)] // 2
+    elif pick < 0.7:
+        return EDGES[rng.getrandbits(3)]
+    elif pick < 0.85:
+        value = int(rng.random() * (2 * bound + 2))
+    else:
+        value = rng.getrandbits(1 + rng.getrandbits(6) % 48)
+    if value < 0:
+        return 0
+    return MAX if value > MAX else value
+
+
+def threshold_value(rng):
+    pick = rng.random()
+    if pick < 0.1:
+        return rng.choice((0, 1, MAX, MAX - 1))
+    if pick < 0.4:
+        return rng.randrange(0, 64)
+    if pick < 0.7:
+        return rng.randrange(0, 1 << 24)
+    return rng.getrandbits(48)
+
+
+def thresholds(rng):
+    if rng.random() < 0.1:
+        return PAPER
+    values = []
+    for _ in range(3):
+        a, b = threshold_value(rng), threshold_value(rng)
+        if rng.random() < 0.05:
+            b = a
+        values += [max(a, b), min(a, b)]
+    return dsp.Thresholds(*values)
+
+
+def count(rng):
+    pick = rng.random()
+    if pick < 0.1:
+        return rng.choice((0, 0, 1, 2, U64, U64 - 1, 1 << 63, MAX))
+    if pick < 0.5:
+        return rng.getrandbits(rng.randrange(1, 65))
+    return rng.randrange(0, 1 << 32)
+
+
+def ratio_args(rng):
+    """(numerator, scale, denominator) near the saturation boundary."""
+    scale = rng.choice((dsp.FTLB_SCALE, dsp.FPF_SCALE, dsp.PT_SCALE,
+                        1, 1 + rng.getrandbits(rng.randrange(1, 48))))
+    den = count(rng)
+    pick = rng.random()
+    if pick < 0.5 and den:
+        # numerator * scale just below, at and above den * 2^48, and at
+        # exact multiples of den.
+        target = (den << 48) // scale + rng.choice((-1, 0, 1, 2))
+        num = target if 0 <= target <= U64 else count(rng)
+    elif pick < 0.7 and den:
+        q = rng.getrandbits(rng.randrange(1, 49))
+        num = (q * den) // scale + rng.choice((-1, 0, 1))
+        num = num if 0 <= num <= U64 else count(rng)
+    else:
+        num = count(rng)
+    return num, scale, den
+
+
+def counts(rng):
+    """(instructions, tlb_misses, page_faults) for Sample.from_counts."""
+    insns = count(rng)
+    if rng.random() < 0.3 and insns:
+        # FTLB or FPF right at the saturation boundary.
+        scale = rng.choice((dsp.FTLB_SCALE, dsp.FPF_SCALE))
+        edge = (insns << 48) // scale + rng.choice((-1, 0, 1))
+        tlb = edge if 0 <= edge <= U64 else count(rng)
+    else:
+        tlb = count(rng)
+    pf = count(rng)
+    if rng.random() < 0.2 and tlb:
+        edge = (tlb << 48) // dsp.PT_SCALE + rng.choice((-1, 0, 1))
+        pf = edge if 0 <= edge <= U64 else pf
+    return insns, tlb, pf
+
+
+def have(rng):
+    return 3 if rng.random() < 0.9 else rng.randrange(0, 3)
+
+
+def py_sample(insns, tlb, pf, flags):
+    return dsp.Sample.from_counts(insns, tlb if flags & 1 else None,
+                                  pf if flags & 2 else None)
+
+
+def tline(t):
+    return ' '.join(str(v) for v in t.as_tuple())
+
+
+def decide_requests(rng, n):
+    done = 0
+    while done < n:
+        # A threshold set, then a batch of decisions around it.
+        t = thresholds(rng)
+        tl = tline(t)
+        bounds_tlb = (t.tlb_upper, t.tlb_lower)
+        bounds_pf = (t.pf_upper, t.pf_lower)
+        bounds_pt = (t.pt_upper, t.pt_lower)
+        bounds_htlb = (0, t.tlb_upper, t.tlb_lower, 1)
+        batch = min(64, n - done)
+        done += batch
+        for _ in range(batch):
+            bits = rng.getrandbits(7)
+            mode = bits & 1
+            ftlb = near(rng, bounds_tlb[(bits >> 1) & 1])
+            fpf = near(rng, bounds_pf[(bits >> 2) & 1])
+            cpt = near(rng, bounds_pt[(bits >> 3) & 1])
+            hpt = near(rng, bounds_pt[(bits >> 4) & 1])
+            htlb = near(rng, bounds_htlb[bits >> 5])
+            got, rule = dsp.decide(mode, ftlb, fpf, cpt, htlb, hpt, t)
+            yield ('d %d %d %d %d %d %d %s'
+                   % (mode, ftlb, fpf, cpt, htlb, hpt, tl),
+                   '%d %d' % (got, rule))
+
+
+def sample_requests(rng, n):
+    for _ in range(n):
+        insns, tlb, pf = counts(rng)
+        flags = have(rng)
+        s = py_sample(insns, tlb, pf, flags)
+        yield ('s %d %d %d %d' % (insns, tlb, pf, flags),
+               '%d %d %d %d' % (s.instructions, s.ftlb, s.fpf, s.pt))
+
+
+def ratio_requests(rng, n):
+    for _ in range(n):
+        num, scale, den = ratio_args(rng)
+        yield ('r %d %d %d' % (num, scale, den),
+               str(dsp._scaled_ratio(num, scale, den)))
+
+
+def valid_requests(rng, n):
+    for _ in range(n):
+        values = [threshold_value(rng) for _ in range(6)]
+        if rng.random() < 0.3:
+            values[rng.randrange(6)] = rng.choice(
+                (MAX + 1, U64, MAX + rng.randrange(1, 1 << 20)))
+        try:
+            dsp.Thresholds(*values)
+            ok = 1
+        except ValueError:
+            ok = 0
+        yield 'v ' + ' '.join(map(str, values)), str(ok)
+
+
+def engine_requests(rng, n):
+    done = 0
+    while done < n:
+        for pair in engine_run(rng):
+            done += 1
+            yield pair
+
+
+def build_requests(rng, n_decide):
+    """Yield (request line, expected answer line) pairs.
+
+    ``n_decide`` decisions, a fifth as many samples from counts and engine
+    steps, a tenth as many scaled ratios, a fiftieth threshold checks.
+    """
+    yield from decide_requests(rng, n_decide)
+    yield from sample_requests(rng, n_decide // 5)
+    yield from ratio_requests(rng, n_decide // 10)
+    yield from valid_requests(rng, n_decide // 50)
+    yield from engine_requests(rng, n_decide // 5)
+
+
+def engine_run(rng):
+    """One engine: init (sometimes refused), then a run of steps."""
+    t = thresholds(rng)
+    history = rng.choice((1, 2, 3, 3, 3, 4, 8, rng.randrange(1, 65), 64))
+    mode = rng.randrange(2)
+    if rng.random() < 0.05:
+        bad = rng.choice((0, 65, 1000))
+        yield 'i %d %d %s' % (bad, mode, tline(t)), '0'
+    yield 'i %d %d %s' % (history, mode, tline(t)), '1'
+    engine = dsp.Engine(t, history, dsp.Mode(mode))
+    for _ in range(rng.randrange(1, 3 * history + 40)):
+        pick = rng.random()
+        if pick < 0.02:
+            mode = rng.randrange(2)
+            engine.reset(dsp.Mode(mode))
+            yield 'R %d' % mode, str(mode)
+            continue
+        if pick < 0.3:
+            insns, tlb, pf = counts(rng)
+            flags = have(rng)
+            line = 'e %d %d %d %d' % (insns, tlb, pf, flags)
+            sample = py_sample(insns, tlb, pf, flags)
+        else:
+            insns = 0 if rng.random() < 0.05 else rng.randrange(1, 1 << 40)
+            sample = dsp.Sample(
+                insns,
+                near(rng, rng.choice((t.tlb_upper, t.tlb_lower, 0))),
+                near(rng, rng.choice((t.pf_upper, t.pf_lower))),
+                near(rng, rng.choice((t.pt_upper, t.pt_lower))))
+            line = 'E %d %d %d %d' % (sample.instructions, sample.ftlb,
+                                      sample.fpf, sample.pt)
+        got = engine.step(sample)
+        yield line, '%d %d %d %d' % (got, engine.last_rule,
+                                     engine.last_htlb, engine.last_hpt)
+
+
+def run_driver(exe, requests):
+    proc = subprocess.run([exe], input=requests, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.splitlines()
+
+
+def test_series_adds_the_decision_file():
+    assert kpatch.patches_touching(C_FILES[0]), \
+        'no patch in kvm-patch/patches/series adds %s' % C_FILES[0]
+
+
+@pytest.mark.parametrize('variant', ['int128', 'generic'])
+def test_c_decision_matches_python(drivers, variant):
+    rng = random.Random(SEED if variant == 'int128' else SEED + 1)
+    n = CASES if variant == 'int128' else max(CASES // 10, 1000)
+    pairs = list(build_requests(rng, n))
+    requests = ''.join(req + '\n' for req, _ in pairs)
+    answers = run_driver(drivers[variant], requests)
+    assert answers[-1].startswith('divisions ')
+    assert int(answers[-1].split()[1]) > 0
+    answers = answers[:-1]
+    assert len(answers) == len(pairs)
+    bad = [(req, want, got) for (req, want), got in zip(pairs, answers)
+           if want != got]
+    kinds = {}
+    for req, _ in pairs:
+        kinds[req[0]] = kinds.get(req[0], 0) + 1
+    assert kinds['d'] >= n
+    # Every rule of Figure 5, the window's warm-up and "no data", and both
+    # sides of the saturation guard were exercised.
+    rules = {int(want.split()[1]) for req, want in pairs
+             if req[0] in 'dEe'}
+    assert rules == set(int(r) for r in dsp.Rule)
+    ratios = [int(want) for req, want in pairs if req[0] == 'r']
+    assert MAX in ratios and any(0 < r < MAX for r in ratios)
+    assert not bad, ('%d of %d answers differ (seed %d, %s); first: %s'
+                     % (len(bad), len(pairs), SEED, kinds, bad[:5]))
+
+
+def test_boundaries_exhaustively(drivers):
+    """Every decision input at -1/0/+1 of small thresholds, all modes."""
+    t = dsp.Thresholds(10, 5, 20, 10, 30, 15)
+    points = sorted({v for b in (0, 5, 8, 10, 15, 16, 20, 30)
+                     for v in (b - 1, b, b + 1) if v >= 0})
+    pairs = []
+    for mode in (0, 1):
+        for ftlb in points:
+            for fpf in points:
+                for cpt in points:
+                    for htlb in (0, 1, 10):
+                        for hpt in (0, 14, 15, 30, 31):
+                            got, rule = dsp.decide(dsp.Mode(mode), ftlb,
+                                                   fpf, cpt, htlb, hpt, t)
+                            pairs.append((
+                                'd %d %d %d %d %d %d %s'
+                                % (mode, ftlb, fpf, cpt, htlb, hpt,
+                                   tline(t)),
+                                '%d %d' % (got, rule)))
+    answers = run_driver(drivers['int128'],
+                         ''.join(r + '\n' for r, _ in pairs))[:-1]
+    assert answers == [want for _, want in pairs]
