@@ -3,7 +3,8 @@
 # initramfs of busybox, the patched KVM modules and the static upstream
 # KVM selftests, run kvm-patch/tcg/init in it and print its report.
 #
-#   kvm-patch/tcg/run.sh [--variant test|debug] [--timeout S] [KEY=VALUE...]
+#   kvm-patch/tcg/run.sh [--variant test|debug] [--timeout S] [--conformance]
+#                        [KEY=VALUE...]
 #
 # KEY=VALUE pairs go on the guest's kernel command line, e.g.
 # nap.modes=storm nap.tests=dirty_log_test.  Exit status 0 if every
@@ -13,11 +14,27 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${NAP_CACHE:-/var/cache/nova-adaptive-paging}
+ROOTFS=
 VARIANT=test
 TIMEOUT=1500
 EXTRA=()
+VIRTFS=()
 while [ $# -gt 0 ]; do
 	case "$1" in
+	--conformance)
+		# A Debian root with python3 (debootstrap, cached) and this
+		# checkout's nova_adaptive_paging, shared with the guest.
+		ROOTFS=$CACHE/rootfs
+		if [ ! -x "$ROOTFS/usr/bin/python3" ]; then
+			debootstrap --variant=minbase --include=python3 bookworm \
+				"$ROOTFS" http://deb.debian.org/debian >&2
+		fi
+		mkdir -p "$ROOTFS/opt/nap"
+		rsync -a --delete --exclude __pycache__ \
+			"$HERE/../../nova_adaptive_paging" "$ROOTFS/opt/nap/"
+		VIRTFS=(-virtfs "local,path=$ROOTFS,mount_tag=nap,security_model=none,readonly=on")
+		EXTRA+=(nap.conformance=1)
+		shift ;;
 	--variant) VARIANT=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	*) EXTRA+=("$1"); shift ;;
@@ -60,7 +77,7 @@ log=$OUT/tcg-$(date +%Y%m%d-%H%M%S).log
 start=$(date +%s)
 timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg,thread=single -cpu EPYC \
 	-m 2G -smp 2 -kernel "$OBJ/arch/x86/boot/bzImage" \
-	-initrd "$OUT/initramfs.cpio.gz" \
+	-initrd "$OUT/initramfs.cpio.gz" "${VIRTFS[@]}" \
 	-append "console=ttyS0 panic=-1 quiet ${EXTRA[*]}" \
 	-nographic -no-reboot < /dev/null > "$log" 2>&1 || true
 echo "run.sh: guest ran $(( $(date +%s) - start )) s, log $log" >&2
@@ -68,6 +85,6 @@ grep -a '^NAP-' "$log" | tr -d '\r'
 grep -aq '^NAP-DONE' "$log" || { echo "run.sh: guest did not finish" >&2;
 	exit 1; }
 if grep -aq -e '^NAP-RESULT .* FAIL' -e '^NAP-DMESG' -e '^NAP-ERROR' \
-	"$log"; then
+	-e '^NAP-CONFORMANCE .* FAIL' "$log"; then
 	exit 1
 fi
