@@ -5,7 +5,9 @@ selftests; ccache and objects under /var/cache/nova-adaptive-paging) and
 boots it with kvm-patch/tcg/run.sh: kvm_amd is loaded with NPT on, and the
 upstream selftest set runs three times, with every VM's paging policy
 left at hap, forced to shadow, and flipped between the two every few
-milliseconds (switch storm).
+milliseconds (switch storm); then paging_switch_storm_test switches a
+2-vCPU VM 10,000 times while its guest verifies its memory, and the
+interface's conformance suite runs in the guest (Debian root over 9p).
 
 Slow (a cold kernel build takes 10-15 minutes on two cores) and needs
 root, apt and qemu-system-x86: it runs only with NAP_KERNEL_TESTS=1, as
@@ -40,7 +42,7 @@ def run_guest(*args):
 
 
 def test_selftests_in_every_mode(built):
-    rc, out = run_guest('nap.modes=hap,shadow,storm')
+    rc, out = run_guest('--conformance', 'nap.modes=hap,shadow,storm')
     results = [RESULT.match(line).groups() for line in out.splitlines()
                if RESULT.match(line)]
     modes = {r[0] for r in results}
@@ -51,4 +53,11 @@ def test_selftests_in_every_mode(built):
     forced = dict(re.findall(r'^NAP-FORCER (\S+) (\d+)$', out, re.M))
     assert int(forced.get('shadow', 0)) > 0, out
     assert int(forced.get('storm', 0)) > 0, out
+    # The 2-vCPU switch storm selftest: 10,000 switches, no corruption.
+    assert re.search(r'^NAP-RESULT switch-\S+ paging_switch_storm_test '
+                     r'PASS', out, re.M), out
+    # The interface's conformance suite, run in the guest.
+    conformance = re.findall(r'^NAP-CONFORMANCE (\S+) (\S+)', out, re.M)
+    assert len(conformance) >= 12, out
+    assert all(result == 'PASS' for _, result in conformance), out
     assert rc == 0, out
