@@ -114,8 +114,9 @@ fi
 for p in "${PATCHES[@]}"; do
 	{
 		echo "=== $p"
-		./scripts/checkpatch.pl --strict --no-color --show-types \
-			--max-line-length=80 "$HERE/patches/$p" 2>&1 || true
+		PATH=/usr/bin:/bin:$PATH ./scripts/checkpatch.pl --strict \
+			--no-color --show-types --terse \
+			"$HERE/patches/$p" 2>&1 || true
 	} >> "$OUT/checkpatch.txt"
 done
 grep -E '^(total:|=== )' "$OUT/checkpatch.txt" >&2 || true
@@ -148,7 +149,7 @@ if [ "$SELFTESTS" = 1 ]; then
 	make -s -j"$JOBS" -C tools/testing/selftests/kvm \
 		OUTPUT="$OUT/selftests" CC="ccache gcc" \
 		KHDR_INCLUDES="-isystem $OUT/usr/include" \
-		EXTRA_CFLAGS="-static" LDFLAGS="-static" \
+		EXTRA_CFLAGS="-static" \
 		> "$OUT/selftests.log" 2>&1 || \
 		{ tail -50 "$OUT/selftests.log" >&2; exit 1; }
 	log "selftests built in $(( $(date +%s) - start )) s"

@@ -1,0 +1,90 @@
+#!/bin/bash
+# Boot the kernel built by kvm-patch/build.sh under QEMU TCG with an
+# initramfs of busybox, the patched KVM modules and the static upstream
+# KVM selftests, run kvm-patch/tcg/init in it and print its report.
+#
+#   kvm-patch/tcg/run.sh [--variant test|debug] [--timeout S] [--conformance]
+#                        [KEY=VALUE...]
+#
+# KEY=VALUE pairs go on the guest's kernel command line, e.g.
+# nap.modes=storm nap.tests=dirty_log_test.  Exit status 0 if every
+# selftest passed (or skipped), the guest reached "NAP-DONE" and its
+# kernel log holds no warning.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+CACHE=${NAP_CACHE:-/var/cache/nova-adaptive-paging}
+ROOTFS=
+VARIANT=test
+TIMEOUT=1500
+EXTRA=()
+VIRTFS=()
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--conformance)
+		# A Debian root with python3 (debootstrap, cached) and this
+		# checkout's nova_adaptive_paging, shared with the guest.
+		ROOTFS=$CACHE/rootfs
+		if [ ! -x "$ROOTFS/usr/bin/python3" ]; then
+			debootstrap --variant=minbase --include=python3 bookworm \
+				"$ROOTFS" http://deb.debian.org/debian >&2
+		fi
+		mkdir -p "$ROOTFS/opt/nap"
+		rsync -a --delete --exclude __pycache__ \
+			"$HERE/../../nova_adaptive_paging" "$ROOTFS/opt/nap/"
+		VIRTFS=(-virtfs "local,path=$ROOTFS,mount_tag=nap,security_model=none,readonly=on")
+		EXTRA+=(nap.conformance=1)
+		shift ;;
+	--variant) VARIANT=$2; shift 2 ;;
+	--timeout) TIMEOUT=$2; shift 2 ;;
+	*) EXTRA+=("$1"); shift ;;
+	esac
+done
+
+OBJ=$CACHE/build/$VARIANT
+OUT=$CACHE/out/$VARIANT
+ST=$OUT/selftests
+TESTS="kvm_create_max_vcpus set_memory_region_test guest_print_test
+kvm_binary_stats_test demand_paging_test dirty_log_test kvm_page_table_test
+memslot_modification_stress_test"
+
+root=$(mktemp -d /tmp/nap-initramfs.XXXXXX)
+trap 'rm -rf "$root"' EXIT
+mkdir -p "$root"/{bin,modules,selftests}
+cp /bin/busybox "$root/bin/busybox"
+install -m 0755 "$HERE/init" "$root/init"
+for m in virt/lib/irqbypass.ko arch/x86/kvm/kvm.ko arch/x86/kvm/kvm-amd.ko; do
+	[ -f "$OBJ/$m" ] && cp "$OBJ/$m" "$root/modules/"
+done
+: > "$root/selftests/list"
+for t in $TESTS; do
+	f=$ST/$t
+	[ -f "$f" ] || f=$ST/x86_64/$t
+	if [ ! -f "$f" ]; then
+		echo "run.sh: selftest $t not built" >&2
+		exit 1
+	fi
+	cp "$f" "$root/selftests/$t"
+	echo "$t" >> "$root/selftests/list"
+done
+if [ -f "$ST/x86_64/paging_switch_storm_test" ]; then
+	cp "$ST/x86_64/paging_switch_storm_test" "$root/selftests/"
+fi
+(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) \
+	> "$OUT/initramfs.cpio.gz"
+
+log=$OUT/tcg-$(date +%Y%m%d-%H%M%S).log
+start=$(date +%s)
+timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg,thread=single -cpu EPYC \
+	-m 2G -smp 2 -kernel "$OBJ/arch/x86/boot/bzImage" \
+	-initrd "$OUT/initramfs.cpio.gz" "${VIRTFS[@]}" \
+	-append "console=ttyS0 panic=-1 quiet ${EXTRA[*]}" \
+	-nographic -no-reboot < /dev/null > "$log" 2>&1 || true
+echo "run.sh: guest ran $(( $(date +%s) - start )) s, log $log" >&2
+grep -a '^NAP-' "$log" | tr -d '\r'
+grep -aq '^NAP-DONE' "$log" || { echo "run.sh: guest did not finish" >&2;
+	exit 1; }
+if grep -aq -e '^NAP-RESULT .* FAIL' -e '^NAP-DMESG' -e '^NAP-ERROR' \
+	-e '^NAP-CONFORMANCE .* FAIL' "$log"; then
+	exit 1
+fi
