@@ -45,7 +45,8 @@ def test_selftests_in_every_mode(built):
     rc, out = run_guest('--conformance', 'nap.modes=hap,shadow,storm')
     results = [RESULT.match(line).groups() for line in out.splitlines()
                if RESULT.match(line)]
-    modes = {r[0] for r in results}
+    # Upstream selftests per mode; the storm selftest reports as switch-N.
+    modes = {r[0] for r in results if not r[0].startswith('switch-')}
     assert modes == {'hap', 'shadow', 'storm'}, out
     failed = [r for r in results if r[2] == 'FAIL']
     assert not failed, out
