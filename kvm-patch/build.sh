@@ -116,7 +116,7 @@ for p in "${PATCHES[@]}"; do
 		echo "=== $p"
 		PATH=/usr/bin:/bin:$PATH ./scripts/checkpatch.pl --strict \
 			--no-color --show-types --terse \
-			"$HERE/patches/$p" 2>&1 || true
+			"$HERE/patches/$p" 2>&1 | sed "s|^$HERE/patches/||" || true
 	} >> "$OUT/checkpatch.txt"
 done
 grep -E '^(total:|=== )' "$OUT/checkpatch.txt" >&2 || true

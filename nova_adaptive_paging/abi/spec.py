@@ -60,6 +60,14 @@ STATS_KEYS = (
 )
 STATS_WORDS = {'policy': POLICIES, 'mode': MODES, 'pf_source': PF_SOURCES}
 
+# The counters among them, also KVM binary statistics of the VM
+# (KVM_GET_STATS_FD) under these names.
+BINARY_STATS_PREFIX = 'paging_'
+BINARY_STATS = tuple(
+    BINARY_STATS_PREFIX + key
+    for key in STATS_KEYS[STATS_KEYS.index('switches_to_hap'):
+                          STATS_KEYS.index('samples') + 1])
+
 # Errors a write returns (as the errno of write(2)).
 EINVAL = errno.EINVAL          # unparsable or out-of-range value
 EPERM = errno.EPERM            # operation not allowed in the current state
