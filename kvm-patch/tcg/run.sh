@@ -67,9 +67,11 @@ for t in $TESTS; do
 	cp "$f" "$root/selftests/$t"
 	echo "$t" >> "$root/selftests/list"
 done
-if [ -f "$ST/x86_64/paging_switch_storm_test" ]; then
-	cp "$ST/x86_64/paging_switch_storm_test" "$root/selftests/"
-fi
+for t in paging_switch_storm_test paging_switch_latency_test; do
+	if [ -f "$ST/x86_64/$t" ]; then
+		cp "$ST/x86_64/$t" "$root/selftests/"
+	fi
+done
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) \
 	> "$OUT/initramfs.cpio.gz"
 

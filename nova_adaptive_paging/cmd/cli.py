@@ -11,6 +11,7 @@ from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging.cmd import host
 from nova_adaptive_paging.cmd import sim_host
 from nova_adaptive_paging.cmd import simulate
+from nova_adaptive_paging.cmd import switch_cost
 from nova_adaptive_paging import policy
 from nova_adaptive_paging import profiles
 
@@ -163,6 +164,7 @@ def abi_conformance(root, vm):
     sys.exit(1 if failed else 0)
 
 
+abi_group.add_command(switch_cost.switch_cost)
 main.add_command(host.host_group)
 main.add_command(simulate.simulate)
 main.add_command(simulate.calibrate)
