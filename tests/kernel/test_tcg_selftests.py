@@ -62,3 +62,27 @@ def test_selftests_in_every_mode(built):
     assert len(conformance) >= 12, out
     assert all(result == 'PASS' for _, result in conformance), out
     assert rc == 0, out
+
+
+DEBUG = os.environ.get('NAP_KERNEL_DEBUG') == '1'
+DEBUG_TESTS = ('guest_print_test,set_memory_region_test,demand_paging_test,'
+               'memslot_modification_stress_test')
+
+
+@pytest.mark.skipif(not DEBUG, reason='set NAP_KERNEL_DEBUG=1 (tox -e '
+                    'kvm-debug) for the KASAN/lockdep build')
+def test_switch_storm_on_the_debug_kernel():
+    """KASAN, lockdep and DEBUG_VM see nothing wrong under a switch storm
+    with the sampler running every 100 ms (kvm-patch/config/debug.config;
+    slow: about half an hour cold, outside CI)."""
+    subprocess.run([os.path.join(KVM_PATCH, 'build.sh'), '--variant',
+                    'debug', '--selftests'], check=True)
+    rc, out = run_guest('--variant', 'debug', '--timeout', '5400',
+                        'nap.modes=storm', 'nap.tests=' + DEBUG_TESTS,
+                        'nap.storm_switches=2000:2:hap:200')
+    results = [RESULT.match(line).groups() for line in out.splitlines()
+               if RESULT.match(line)]
+    assert len(results) == len(DEBUG_TESTS.split(',')) + 1, out
+    assert all(r[2] == 'PASS' for r in results), out
+    assert 'NAP-DMESG' not in out, out
+    assert rc == 0, out
