@@ -134,6 +134,7 @@ class VmModel:
         self._mode_since = host.clock()
         self._user_faults = None          # last cumulative value written
         self._user_delta = 0
+        self._switched = False            # switched between two samples
         self.engine = self._new_engine()
 
     # -- helpers ---------------------------------------------------------
@@ -159,6 +160,7 @@ class VmModel:
             return False
         self._account()
         self.mode = mode
+        self._switched = True
         self.stats['switches_to_%s' % mode] += 1
         self.stats['time_switching_ns'] += cost_ns
         self.engine.reset(dsp.Mode.parse(mode))
@@ -243,15 +245,28 @@ class VmModel:
         """This interval's guest page faults and where they came from.
 
         User space's counter wins when it has been fed (it counts the same
-        way in both modes); otherwise shadow mode's intercepted #PF count;
-        otherwise, in HAP mode, nothing.
+        way in both modes); otherwise the intercepted #PF count, if the VM
+        was in shadow mode for the whole interval; otherwise nothing.
         """
         if self._user_faults is not None:
             delta, self._user_delta = self._user_delta, 0
             return delta, 'user'
-        if self.mode == 'shadow' and intercepted is not None:
+        if (self.mode == 'shadow' and not self._switched
+                and intercepted is not None):
             return intercepted, 'intercept'
         return None, 'none'
+
+    def timer_sample(self, instructions, tlb_misses, intercepted):
+        """The interval timer: one sample from the guest's counters.
+
+        Returns the mode the engine switched to, or None.  A switch the
+        engine makes here starts the next interval, so unlike a switch
+        between two samples it does not void that interval's count.
+        """
+        faults, source = self.guest_faults(intercepted)
+        switched = self.sample(instructions, tlb_misses, faults, source)
+        self._switched = False
+        return switched
 
     def sample(self, instructions, tlb_misses, page_faults, pf_source):
         """One interval; return the mode the engine switched to, or None.

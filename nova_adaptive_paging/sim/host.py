@@ -154,8 +154,7 @@ class SimVm:
                 continue            # dsp_inject=Y: the timer does not sample
             if self.spec.guest_faults:
                 self.model.write(spec.FILE_GUEST_FAULTS, '%d\n' % cur[2])
-            faults, source = self.model.guest_faults(delta[2])
-            self.model.sample(delta[0], delta[1], faults, source)
+            self.model.timer_sample(delta[0], delta[1], delta[2])
         self.advance(now_ns)
 
 

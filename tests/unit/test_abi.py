@@ -72,12 +72,35 @@ def test_guest_fault_source_precedence():
     vm = make_host().vms['4242-11']
     assert vm.guest_faults(intercepted=7) == (None, 'none')    # HAP
     vm.switch('shadow')
+    # The interval the switch fell in was partly HAP: its count is partial.
+    vm.timer_sample(None, None, intercepted=7)
+    assert vm.stats['pf_source'] == 'none'
     assert vm.guest_faults(intercepted=7) == (7, 'intercept')
     vm.write('paging_guest_faults', '100')      # baseline only
     vm.write('paging_guest_faults', '130')
     assert vm.guest_faults(intercepted=7) == (30, 'user')
     vm.write('paging_guest_faults', '12')       # guest counter restarted
     assert vm.guest_faults(intercepted=7) == (12, 'user')
+
+
+def test_intercepted_faults_drive_the_engine_and_a_forced_switch_voids_them():
+    host = make_host()
+    vm = host.vms['4242-11']
+    vm.write('paging_policy', 'shadow')
+    vm.timer_sample(None, None, intercepted=3)        # partial interval
+    vm.timer_sample(10 ** 9, 10, intercepted=3)
+    assert vm.stats['pf_source'] == 'intercept'
+    vm.write('paging_policy', 'adaptive')
+    # Few TLB misses and many faults: history 3 samples, then HAP (rule 2).
+    for _ in range(3):
+        vm.timer_sample(10 ** 9, 10, intercepted=10 ** 5)
+    assert vm.mode == 'hap'
+    vm.write('paging_switch', 'shadow')          # forced: between samples
+    vm.timer_sample(10 ** 9, 10, intercepted=5)
+    assert (vm.stats['pf_source'], vm.stats['last_rule']) == ('none', 9)
+    vm.timer_sample(10 ** 9, 10, intercepted=5)
+    assert (vm.stats['pf_source'], vm.stats['last_page_faults']) == (
+        'intercept', 5)
 
 
 def test_host_threshold_change_reaches_vms_without_override():
