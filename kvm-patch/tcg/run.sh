@@ -67,7 +67,8 @@ for t in $TESTS; do
 	cp "$f" "$root/selftests/$t"
 	echo "$t" >> "$root/selftests/list"
 done
-for t in paging_switch_storm_test paging_switch_latency_test; do
+for t in paging_switch_storm_test paging_switch_abi_test \
+	paging_switch_latency_test; do
 	if [ -f "$ST/x86_64/$t" ]; then
 		cp "$ST/x86_64/$t" "$root/selftests/"
 	fi

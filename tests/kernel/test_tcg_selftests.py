@@ -6,8 +6,10 @@ boots it with kvm-patch/tcg/run.sh: kvm_amd is loaded with NPT on, and the
 upstream selftest set runs three times, with every VM's paging policy
 left at hap, forced to shadow, and flipped between the two every few
 milliseconds (switch storm); then paging_switch_storm_test switches a
-2-vCPU VM 10,000 times while its guest verifies its memory, and the
-interface's conformance suite runs in the guest (Debian root over 9p).
+2-vCPU VM 10,000 times while its guest verifies its memory,
+paging_switch_abi_test checks the interface's error codes, statistics and
+engine, and the interface's conformance suite runs in the guest (Debian
+root over 9p).
 
 Slow (a cold kernel build takes 10-15 minutes on two cores) and needs
 root, apt and qemu-system-x86: it runs only with NAP_KERNEL_TESTS=1, as
@@ -45,8 +47,10 @@ def test_selftests_in_every_mode(built):
     rc, out = run_guest('--conformance', 'nap.modes=hap,shadow,storm')
     results = [RESULT.match(line).groups() for line in out.splitlines()
                if RESULT.match(line)]
-    # Upstream selftests per mode; the storm selftest reports as switch-N.
-    modes = {r[0] for r in results if not r[0].startswith('switch-')}
+    # Upstream selftests per mode; the storm selftest reports as switch-N,
+    # the interface's selftest as abi.
+    modes = {r[0] for r in results
+             if not r[0].startswith('switch-') and r[0] != 'abi'}
     assert modes == {'hap', 'shadow', 'storm'}, out
     failed = [r for r in results if r[2] == 'FAIL']
     assert not failed, out
@@ -57,6 +61,9 @@ def test_selftests_in_every_mode(built):
     # The 2-vCPU switch storm selftest: 10,000 switches, no corruption.
     assert re.search(r'^NAP-RESULT switch-\S+ paging_switch_storm_test '
                      r'PASS', out, re.M), out
+    # The interface's selftest: error codes, statistics, injected samples.
+    assert re.search(r'^NAP-RESULT abi paging_switch_abi_test PASS', out,
+                     re.M), out
     # The interface's conformance suite, run in the guest.
     conformance = re.findall(r'^NAP-CONFORMANCE (\S+) (\S+)', out, re.M)
     assert len(conformance) >= 12, out
