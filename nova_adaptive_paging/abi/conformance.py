@@ -110,10 +110,14 @@ class Suite:
             yield
         finally:
             self.t.write(_param(spec.PARAM_THRESHOLDS), host_thr)
-            override = 'override=1' in vm_thr
+            try:
+                saved, override = spec.parse_vm_thresholds(vm_thr)
+            except spec.AbiFormatError:
+                # Unreadable before the check (the check that made it so
+                # has failed already): put the host set back.
+                override = False
             self.t.write(self.vm_file(spec.FILE_THRESHOLDS),
-                         vm_thr.replace(' override=1', '')
-                         if override else 'default\n')
+                         saved.format() if override else 'default\n')
             self.t.write(_param(spec.PARAM_INJECT), inject + '\n')
             self.t.write(self.vm_file(spec.FILE_POLICY), policy + '\n')
 
@@ -232,21 +236,23 @@ class Suite:
         with self.preserved():
             self.t.write(rel, 'default\n')
             text = self.t.read(rel)
-            if not text.rstrip().endswith('override=0'):
-                raise Failure('%s without override must end override=0, '
-                              'read %r' % (rel, text))
-            if spec.ThresholdSet.parse(text.replace(' override=0', '')) \
-                    != host:
-                raise Failure('%s without override differs from the host '
-                              'thresholds' % rel)
+            if self._vm_thresholds(rel, text) != (host, False):
+                raise Failure('%s without override must read the host '
+                              'thresholds and override=0, read %r'
+                              % (rel, text))
             self.t.write(rel, mine.format())
             text = self.t.read(rel)
-            if (not text.rstrip().endswith('override=1')
-                    or spec.ThresholdSet.parse(
-                        text.replace(' override=1', '')) != mine):
+            if self._vm_thresholds(rel, text) != (mine, True):
                 raise Failure('%s override did not read back: %r'
                               % (rel, text))
             self.expect_error(rel, 'tlb_upper=1\n', spec.EINVAL)
+
+    @staticmethod
+    def _vm_thresholds(rel, text):
+        try:
+            return spec.parse_vm_thresholds(text)
+        except spec.AbiFormatError as exc:
+            raise Failure('%s: %s' % (rel, exc))
 
     def check_guest_faults(self):
         rel = self.vm_file(spec.FILE_GUEST_FAULTS)

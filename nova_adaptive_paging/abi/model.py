@@ -173,8 +173,8 @@ class VmModel:
         if name == spec.FILE_MODE:
             return self.mode + '\n'
         if name == spec.FILE_THRESHOLDS:
-            return self.effective_thresholds().format().rstrip('\n') + (
-                ' override=%d\n' % (self.override is not None))
+            return spec.format_vm_thresholds(self.effective_thresholds(),
+                                             self.override is not None)
         if name == spec.FILE_STATS:
             self._account()
             self.stats.update(policy=self.policy, mode=self.mode,

@@ -154,6 +154,22 @@ class ThresholdSet:
         return 'ThresholdSet(%s)' % self.format().strip()
 
 
+def parse_vm_thresholds(text):
+    """A read of paging_thresholds -> (ThresholdSet, override: bool)."""
+    items = text.split()
+    flag = items.pop() if items else ''
+    if flag not in ('override=0', 'override=1'):
+        raise AbiFormatError('expected the set followed by override=0 or '
+                             'override=1, got %r' % (text,))
+    return ThresholdSet.parse(' '.join(items)), flag == 'override=1'
+
+
+def format_vm_thresholds(thresholds, override):
+    """What a read of paging_thresholds returns."""
+    return '%s override=%d\n' % (thresholds.format().rstrip('\n'),
+                                 override)
+
+
 def parse_stats(text):
     """paging_stats text -> dict; words stay str, numbers become int."""
     stats = {}

@@ -145,6 +145,14 @@ class Vm:
             raise Refused(self.rel(spec.FILE_STATS), str(exc),
                           'the format of ABI version %d' % spec.ABI_VERSION)
 
+    def thresholds(self):
+        """The effective set and whether it is a per-VM override."""
+        try:
+            return spec.parse_vm_thresholds(self.read(spec.FILE_THRESHOLDS))
+        except spec.AbiFormatError as exc:
+            raise Refused(self.rel(spec.FILE_THRESHOLDS), str(exc),
+                          'the format of ABI version %d' % spec.ABI_VERSION)
+
     def set_policy(self, policy):
         self.write(spec.FILE_POLICY, policy,
                    'a VM that can run in hap and in shadow mode')
@@ -167,10 +175,7 @@ class Saved:
         self.vm = vm
         self.policy = vm.word(spec.FILE_POLICY)
         self.mode = vm.word(spec.FILE_MODE)
-        line = vm.read(spec.FILE_THRESHOLDS)
-        self.override = 'override=1' in line
-        self.thresholds = spec.ThresholdSet.parse(
-            line.replace('override=1', '').replace('override=0', ''))
+        self.thresholds, self.override = vm.thresholds()
 
     def restore(self):
         vm = self.vm
@@ -259,9 +264,7 @@ class SwitchCost:
         mode = START[kind]
         self.vm.set_policy(mode)
         if kind in ('h-s-h', 's-h-s'):
-            current = spec.ThresholdSet.parse(
-                self.vm.read(spec.FILE_THRESHOLDS).replace(
-                    'override=1', '').replace('override=0', ''))
+            current, _ = self.vm.thresholds()
             self.vm.write(spec.FILE_THRESHOLDS,
                           no_engine_thresholds(current).format().strip(),
                           'a per-VM threshold override')
@@ -391,6 +394,7 @@ def switch_cost(root, vm, domain, workload, repeats, period, at, runs):
     if bool(vm) == bool(domain):
         common.fail('give exactly one of --vm and --domain')
     transport = conformance.FileTransport(root)
+    is_modeled = modeled(root)
     # SIGTERM ends the command like Ctrl-C: the VM is restored first.
     old = signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -399,8 +403,7 @@ def switch_cost(root, vm, domain, workload, repeats, period, at, runs):
         cost = SwitchCost(transport, vm, workload, repeats, period,
                           fractions, kinds, echo=lambda line: click.echo(
                               line, err=True))
-        note = sim.MODELED_NOTE if modeled(root) else \
-            'measured on this host'
+        note = sim.MODELED_NOTE if is_modeled else 'measured on this host'
         click.echo('switch cost of VM %s, workload %r (%s)'
                    % (vm, workload, note))
         results = cost.run()
@@ -412,7 +415,7 @@ def switch_cost(root, vm, domain, workload, repeats, period, at, runs):
         signal.signal(signal.SIGTERM, old)
     for line in table(results):
         click.echo(line)
-    if modeled(root):
+    if is_modeled:
         click.echo(sim.MODELED_NOTE)
 
 

@@ -243,3 +243,15 @@ def test_vendor_tdp_parameter(vendor, tdp):
     vm = host.add_vm('1-1')
     assert vm.mode == ('hap' if tdp else 'shadow')
     assert vm.can['hap'] == tdp
+
+
+def test_vm_thresholds_read_format_round_trips_and_is_strict():
+    t = spec.ThresholdSet(dsp.Thresholds(5, 4, 3, 2, 1, 0), 2, 1000)
+    for override in (False, True):
+        text = spec.format_vm_thresholds(t, override)
+        assert text.endswith(' override=%d\n' % override)
+        assert spec.parse_vm_thresholds(text) == (t, override)
+    for bad in (t.format(), t.format().strip() + ' override=2',
+                'override=1 ' + t.format()):
+        with pytest.raises(spec.AbiFormatError):
+            spec.parse_vm_thresholds(bad)
