@@ -138,20 +138,20 @@ class Vm:
     def word(self, name):
         return self.read(name).strip()
 
-    def stats(self):
+    def parsed(self, name, parse):
+        """``parse`` of the file's text; a bad format names the file."""
         try:
-            return spec.parse_stats(self.read(spec.FILE_STATS))
+            return parse(self.read(name))
         except spec.AbiFormatError as exc:
-            raise Refused(self.rel(spec.FILE_STATS), str(exc),
+            raise Refused(self.rel(name), str(exc),
                           'the format of ABI version %d' % spec.ABI_VERSION)
+
+    def stats(self):
+        return self.parsed(spec.FILE_STATS, spec.parse_stats)
 
     def thresholds(self):
         """The effective set and whether it is a per-VM override."""
-        try:
-            return spec.parse_vm_thresholds(self.read(spec.FILE_THRESHOLDS))
-        except spec.AbiFormatError as exc:
-            raise Refused(self.rel(spec.FILE_THRESHOLDS), str(exc),
-                          'the format of ABI version %d' % spec.ABI_VERSION)
+        return self.parsed(spec.FILE_THRESHOLDS, spec.parse_vm_thresholds)
 
     def set_policy(self, policy):
         self.write(spec.FILE_POLICY, policy,
