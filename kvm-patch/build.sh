@@ -23,9 +23,7 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-CACHE=${NAP_CACHE:-/var/cache/nova-adaptive-paging}
-KVER=6.12.117
-TARBALL=/usr/src/linux-source-6.12.tar.xz
+. "$HERE/lib.sh"
 SRC=$CACHE/src/linux-$KVER
 VARIANT=test
 BUILD=1
@@ -98,8 +96,7 @@ else
 	git am --abort >/dev/null 2>&1 || true
 	git checkout -q -f -B nap-build pristine
 	git clean -q -f -d -x
-	mapfile -t PATCHES < <(grep -v -e '^#' -e '^[[:space:]]*$' \
-		"$HERE/patches/series" || true)
+	mapfile -t PATCHES < <(series_patches)
 	for p in "${PATCHES[@]}"; do
 		log "applying $p"
 		git -c user.name=series -c user.email=series@localhost \

@@ -33,11 +33,8 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-PATCHES=$HERE/../patches
-CACHE=${NAP_CACHE:-/var/cache/nova-adaptive-paging}
-KVER_SRC=6.12.117
-GITSRC=$CACHE/src/linux-$KVER_SRC
-TARBALL=/usr/src/linux-source-6.12.tar.xz
+. "$HERE/../lib.sh"
+GITSRC=$CACHE/src/linux-$KVER
 PKG=nova-adaptive-paging-kvm
 DEST=
 VERSION=
@@ -68,21 +65,20 @@ if [ "$INSTALL" = 1 ] && [ -z "$KERNEL" ]; then
 	die "--install needs --kernel KVER"
 fi
 
-mapfile -t SERIES < <(grep -v -e '^#' -e '^[[:space:]]*$' \
-	"$PATCHES/series" || true)
+mapfile -t SERIES < <(series_patches)
 [ "${#SERIES[@]}" -gt 0 ] || die "empty series"
 if [ -z "$VERSION" ]; then
-	sum=$(cd "$PATCHES" && cat series "${SERIES[@]}" | sha256sum | cut -c1-8)
-	VERSION=$KVER_SRC-$sum
+	sum=$(cd "$PATCH_DIR" && cat series "${SERIES[@]}" | sha256sum | cut -c1-8)
+	VERSION=$KVER-$sum
 fi
 case "$VERSION" in
 *[!A-Za-z0-9.+~_-]*|'') die "bad version: $VERSION" ;;
 esac
-[ -n "$REGEX" ] || REGEX="^${KVER_SRC//./\\.}([^0-9]|\$)"
+[ -n "$REGEX" ] || REGEX="^${KVER//./\\.}([^0-9]|\$)"
 [ -n "$DEST" ] || DEST=/usr/src/$PKG-$VERSION
 
 # Files the series touches, sorted into what the tree ships.
-mapfile -t TOUCHED < <(cd "$PATCHES" && sed -n \
+mapfile -t TOUCHED < <(cd "$PATCH_DIR" && sed -n \
 	's|^diff --git a/\([^ ]*\) b/\([^ ]*\)$|\1\n\2|p' "${SERIES[@]}" |
 	sort -u)
 SHIP=()      # files taken from the patched tree
@@ -135,7 +131,7 @@ then
 		git -C "$GITSRC" cat-file -e "pristine:$h" 2>/dev/null &&
 			TAKE+=("$h")
 	done
-	log "taking pristine $KVER_SRC from $GITSRC (tag pristine)"
+	log "taking pristine $KVER from $GITSRC (tag pristine)"
 	git -C "$GITSRC" archive --format=tar pristine -- "${TAKE[@]}" |
 		tar -C "$PRISTINE" -xf -
 else
@@ -148,7 +144,7 @@ else
 fi
 got=$(sed -n 's/^\(VERSION\|PATCHLEVEL\|SUBLEVEL\) = //p' \
 	"$PRISTINE/Makefile" | paste -sd.)
-[ "$got" = "$KVER_SRC" ] || die "expected Linux $KVER_SRC, the source is $got"
+[ "$got" = "$KVER" ] || die "expected Linux $KVER, the source is $got"
 
 # 2. Apply the series to a copy, limited to the shipped files.
 cp -a "$PRISTINE" "$TREE"
@@ -156,7 +152,7 @@ inc=()
 for f in "${SHIP[@]}"; do inc+=("--include=$f"); done
 for p in "${SERIES[@]}"; do
 	GIT_CEILING_DIRECTORIES=$TMP git -C "$TREE" apply "${inc[@]}" \
-		--exclude='*' "$PATCHES/$p" || die "$p does not apply"
+		--exclude='*' "$PATCH_DIR/$p" || die "$p does not apply"
 done
 log "series applied: ${#SERIES[@]} patches, ${#SHIP[@]} module files"
 
@@ -181,14 +177,14 @@ conf=${conf//'#KERNEL_REGEX#'/"$REGEX"}
 printf '%s\n' "$conf" > "$stage/dkms.conf"
 {
 	echo "# Written by kvm-patch/dkms/mkdkms.sh."
-	echo "NAP_SRC_VERSION := $KVER_SRC"
+	echo "NAP_SRC_VERSION := $KVER"
 	echo "NAP_INCLUDE_DIRS := ${INCDIRS[*]}"
 	echo "NAP_ALLOW_ABI_BREAK ?= $ALLOW_ABI_BREAK"
 } > "$stage/nap.mk"
 {
-	echo "Linux $KVER_SRC (Debian linux-source-6.12) with, in order:"
+	echo "Linux $KVER (Debian linux-source-6.12) with, in order:"
 	for p in "${SERIES[@]}"; do
-		echo "$(sha256sum < "$PATCHES/$p" | cut -c1-16)  $p"
+		echo "$(sha256sum < "$PATCH_DIR/$p" | cut -c1-16)  $p"
 	done
 } > "$stage/nap-series.txt"
 

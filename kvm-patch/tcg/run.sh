@@ -13,7 +13,7 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-CACHE=${NAP_CACHE:-/var/cache/nova-adaptive-paging}
+. "$HERE/../lib.sh"
 ROOTFS=
 VARIANT=test
 TIMEOUT=1500
