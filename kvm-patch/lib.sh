@@ -1,5 +1,6 @@
-# Shared by kvm-patch/build.sh, tcg/run.sh and dkms/mkdkms.sh (sourced).
-# The pinned source, the cache and the series file are defined here only.
+# Shared by kvm-patch/build.sh, tcg/run.sh, bochs/run.sh and dkms/mkdkms.sh
+# (sourced).  The pinned source, the cache, the series file and the test
+# guest's initramfs are defined here only.
 
 # Debian's linux-source-6.12 as the series is written against.
 KVER=6.12.117
@@ -11,4 +12,65 @@ PATCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/patches
 # The patch file names of the series, in order, one per line.
 series_patches() {
 	grep -v -e '^#' -e '^[[:space:]]*$' "$PATCH_DIR/series" || true
+}
+
+# The upstream KVM selftests the test guests run (guest/init), in order.
+GUEST_SELFTESTS="kvm_create_max_vcpus set_memory_region_test guest_print_test
+kvm_binary_stats_test demand_paging_test dirty_log_test kvm_page_table_test
+memslot_modification_stress_test"
+
+# make_initramfs OUT OBJ ST TESTS MODULE...
+# Write the test guest's initramfs to OUT (gzipped cpio): busybox,
+# guest/init, the KVM modules (kbuild paths under OBJ), the upstream
+# selftests TESTS (listed in /selftests/list) and the series' own
+# selftests, from the selftest build ST.
+make_initramfs() {
+	local out=$1 obj=$2 st=$3 tests=$4 root m t f
+	shift 4
+	root=$(mktemp -d /tmp/nap-initramfs.XXXXXX)
+	mkdir -p "$root"/{bin,modules,selftests}
+	cp /bin/busybox "$root/bin/busybox"
+	install -m 0755 "$(dirname "${BASH_SOURCE[0]}")/guest/init" "$root/init"
+	for m in "$@"; do
+		if [ ! -f "$obj/$m" ]; then
+			echo "make_initramfs: $obj/$m not built" >&2
+			rm -rf "$root"
+			return 1
+		fi
+		cp "$obj/$m" "$root/modules/"
+	done
+	: > "$root/selftests/list"
+	for t in $tests; do
+		f=$st/$t
+		[ -f "$f" ] || f=$st/x86_64/$t
+		if [ ! -f "$f" ]; then
+			echo "make_initramfs: selftest $t not built" >&2
+			rm -rf "$root"
+			return 1
+		fi
+		cp "$f" "$root/selftests/$t"
+		echo "$t" >> "$root/selftests/list"
+	done
+	for t in paging_switch_storm_test paging_switch_abi_test \
+		paging_switch_latency_test; do
+		if [ -f "$st/x86_64/$t" ]; then
+			cp "$st/x86_64/$t" "$root/selftests/"
+		fi
+	done
+	(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) > "$out"
+	rm -rf "$root"
+}
+
+# guest_report LOG: print the test guest's NAP- lines from its console
+# log; fail unless it reached NAP-DONE with no failed test, no setup error
+# and no kernel warning.
+guest_report() {
+	local log=$1
+	grep -a '^NAP-' "$log" | tr -d '\r'
+	if ! grep -aq '^NAP-DONE' "$log"; then
+		echo "guest did not finish, log $log" >&2
+		return 1
+	fi
+	! grep -aq -e '^NAP-RESULT .* FAIL' -e '^NAP-DMESG' -e '^NAP-ERROR' \
+		-e '^NAP-CONFORMANCE .* FAIL' "$log"
 }

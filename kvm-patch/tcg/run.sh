@@ -1,7 +1,7 @@
 #!/bin/bash
 # Boot the kernel built by kvm-patch/build.sh under QEMU TCG with an
 # initramfs of busybox, the patched KVM modules and the static upstream
-# KVM selftests, run kvm-patch/tcg/init in it and print its report.
+# KVM selftests, run kvm-patch/guest/init in it and print its report.
 #
 #   kvm-patch/tcg/run.sh [--variant test|debug] [--timeout S] [--conformance]
 #                        [KEY=VALUE...]
@@ -44,37 +44,8 @@ done
 OBJ=$CACHE/build/$VARIANT
 OUT=$CACHE/out/$VARIANT
 ST=$OUT/selftests
-TESTS="kvm_create_max_vcpus set_memory_region_test guest_print_test
-kvm_binary_stats_test demand_paging_test dirty_log_test kvm_page_table_test
-memslot_modification_stress_test"
-
-root=$(mktemp -d /tmp/nap-initramfs.XXXXXX)
-trap 'rm -rf "$root"' EXIT
-mkdir -p "$root"/{bin,modules,selftests}
-cp /bin/busybox "$root/bin/busybox"
-install -m 0755 "$HERE/init" "$root/init"
-for m in virt/lib/irqbypass.ko arch/x86/kvm/kvm.ko arch/x86/kvm/kvm-amd.ko; do
-	[ -f "$OBJ/$m" ] && cp "$OBJ/$m" "$root/modules/"
-done
-: > "$root/selftests/list"
-for t in $TESTS; do
-	f=$ST/$t
-	[ -f "$f" ] || f=$ST/x86_64/$t
-	if [ ! -f "$f" ]; then
-		echo "run.sh: selftest $t not built" >&2
-		exit 1
-	fi
-	cp "$f" "$root/selftests/$t"
-	echo "$t" >> "$root/selftests/list"
-done
-for t in paging_switch_storm_test paging_switch_abi_test \
-	paging_switch_latency_test; do
-	if [ -f "$ST/x86_64/$t" ]; then
-		cp "$ST/x86_64/$t" "$root/selftests/"
-	fi
-done
-(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) \
-	> "$OUT/initramfs.cpio.gz"
+make_initramfs "$OUT/initramfs.cpio.gz" "$OBJ" "$ST" "$GUEST_SELFTESTS" \
+	virt/lib/irqbypass.ko arch/x86/kvm/kvm.ko arch/x86/kvm/kvm-amd.ko
 
 log=$OUT/tcg-$(date +%Y%m%d-%H%M%S).log
 start=$(date +%s)
@@ -84,10 +55,4 @@ timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg,thread=single -cpu EPYC \
 	-append "console=ttyS0 panic=-1 quiet ${EXTRA[*]}" \
 	-nographic -no-reboot < /dev/null > "$log" 2>&1 || true
 echo "run.sh: guest ran $(( $(date +%s) - start )) s, log $log" >&2
-grep -a '^NAP-' "$log" | tr -d '\r'
-grep -aq '^NAP-DONE' "$log" || { echo "run.sh: guest did not finish" >&2;
-	exit 1; }
-if grep -aq -e '^NAP-RESULT .* FAIL' -e '^NAP-DMESG' -e '^NAP-ERROR' \
-	-e '^NAP-CONFORMANCE .* FAIL' "$log"; then
-	exit 1
-fi
+guest_report "$log"
