@@ -1,6 +1,7 @@
 """Helpers for tests of the kernel patch series in kvm-patch/patches/."""
 
 import os
+import re
 import shutil
 import subprocess
 
@@ -8,6 +9,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 PATCH_DIR = os.path.join(ROOT, 'kvm-patch', 'patches')
 SERIES = os.path.join(PATCH_DIR, 'series')
+KVM_PATCH = os.path.join(ROOT, 'kvm-patch')
+RESULT = re.compile(r'^NAP-RESULT (\S+) (\S+) (PASS|FAIL|SKIP) (\d+) (\d+)')
+
+
+def run_guest(machine, *args):
+    """Boot the built series with kvm-patch/<machine>/run.sh (tcg or
+    bochs); its exit status and the guest's NAP- report."""
+    proc = subprocess.run([os.path.join(KVM_PATCH, machine, 'run.sh')]
+                          + list(args), stdout=subprocess.PIPE, text=True)
+    return proc.returncode, proc.stdout
+
+
+def results(out):
+    """(mode, test, PASS|FAIL|SKIP, rc, seconds) of each NAP-RESULT line."""
+    return [RESULT.match(line).groups() for line in out.splitlines()
+            if RESULT.match(line)]
 
 
 def series():

@@ -2,14 +2,14 @@
 
 Builds the series with kvm-patch/build.sh (kernel, modules and static
 selftests; ccache and objects under /var/cache/nova-adaptive-paging) and
-boots it with kvm-patch/tcg/run.sh: kvm_amd is loaded with NPT on, and the
-upstream selftest set runs three times, with every VM's paging policy
-left at hap, forced to shadow, and flipped between the two every few
-milliseconds (switch storm); then paging_switch_storm_test switches a
-2-vCPU VM 10,000 times while its guest verifies its memory,
-paging_switch_abi_test checks the interface's error codes, statistics and
-engine, and the interface's conformance suite runs in the guest (Debian
-root over 9p).
+boots it with kvm-patch/tcg/run.sh (guest/init): kvm_amd is loaded with
+NPT on, and the upstream selftest set runs three times, with every VM's
+paging policy left at hap, forced to shadow, and flipped between the two
+every few milliseconds (switch storm); then paging_switch_storm_test
+switches a 2-vCPU VM 10,000 times while its guest verifies its memory,
+paging_switch_abi_test checks the interface's error codes, statistics
+and engine, and the interface's conformance suite runs in the guest
+(Debian root over 9p).
 
 Slow (a cold kernel build takes 10-15 minutes on two cores) and needs
 root, apt and qemu-system-x86: it runs only with NAP_KERNEL_TESTS=1, as
@@ -27,26 +27,15 @@ from tests.kernel import kpatch
 ENABLED = os.environ.get('NAP_KERNEL_TESTS') == '1'
 pytestmark = pytest.mark.skipif(not ENABLED,
                                 reason='set NAP_KERNEL_TESTS=1 to run')
-KVM_PATCH = os.path.join(kpatch.ROOT, 'kvm-patch')
-RESULT = re.compile(r'^NAP-RESULT (\S+) (\S+) (PASS|FAIL|SKIP) (\d+) (\d+)')
-
-
-@pytest.fixture(scope='module')
-def built():
-    subprocess.run([os.path.join(KVM_PATCH, 'build.sh'), '--selftests'],
-                   check=True)
 
 
 def run_guest(*args):
-    proc = subprocess.run([os.path.join(KVM_PATCH, 'tcg', 'run.sh')]
-                          + list(args), stdout=subprocess.PIPE, text=True)
-    return proc.returncode, proc.stdout
+    return kpatch.run_guest('tcg', *args)
 
 
-def test_selftests_in_every_mode(built):
+def test_selftests_in_every_mode(built_series):
     rc, out = run_guest('--conformance', 'nap.modes=hap,shadow,storm')
-    results = [RESULT.match(line).groups() for line in out.splitlines()
-               if RESULT.match(line)]
+    results = kpatch.results(out)
     # Upstream selftests per mode; the storm selftest reports as switch-N,
     # the interface's selftest as abi.
     modes = {r[0] for r in results
@@ -83,13 +72,12 @@ def test_switch_storm_on_the_debug_kernel():
     with the sampler running every 100 ms, nor in the interface's selftest
     (kvm-patch/config/debug.config; slow: about half an hour cold, outside
     CI)."""
-    subprocess.run([os.path.join(KVM_PATCH, 'build.sh'), '--variant',
+    subprocess.run([os.path.join(kpatch.KVM_PATCH, 'build.sh'), '--variant',
                     'debug', '--selftests'], check=True)
     rc, out = run_guest('--variant', 'debug', '--timeout', '5400',
                         'nap.modes=storm', 'nap.tests=' + DEBUG_TESTS,
                         'nap.storm_switches=2000:2:hap:200')
-    results = [RESULT.match(line).groups() for line in out.splitlines()
-               if RESULT.match(line)]
+    results = kpatch.results(out)
     ran = {r[1] for r in results if r[2] == 'PASS'}
     assert ran == set(DEBUG_TESTS.split(',')) | {
         'paging_switch_storm_test', 'paging_switch_abi_test'}, out

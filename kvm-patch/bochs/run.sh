@@ -1,0 +1,91 @@
+#!/bin/bash
+# Boot the kernel built by kvm-patch/build.sh under Bochs, which emulates
+# Intel VMX with EPT (QEMU emulates none), with the test guest's initramfs
+# (kvm-intel instead of kvm-amd), run kvm-patch/guest/init in it and print
+# its report.  Bochs 2.7 has no direct kernel boot: the kernel and the
+# initramfs go on an isolinux ISO.
+#
+#   kvm-patch/bochs/run.sh [--variant test|debug] [--timeout S] [--ips N]
+#                          [--cpu MODEL] [--smp N] [--megs M] [KEY=VALUE...]
+#
+# KEY=VALUE pairs go on the guest's kernel command line (see guest/init),
+# e.g. nap.modes=shadow nap.tests=guest_print_test.  Exit status as
+# tcg/run.sh.  Bochs interprets every instruction: a selftest runs ~10-50x
+# slower than under TCG, so pick small ones.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../lib.sh"
+VARIANT=test
+TIMEOUT=3000
+IPS=100000000
+CPU=corei7_skylake_x
+SMP=2
+MEGS=1024
+EXTRA=()
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--variant) VARIANT=$2; shift 2 ;;
+	--timeout) TIMEOUT=$2; shift 2 ;;
+	--ips) IPS=$2; shift 2 ;;
+	--cpu) CPU=$2; shift 2 ;;
+	--smp) SMP=$2; shift 2 ;;
+	--megs) MEGS=$2; shift 2 ;;
+	*) EXTRA+=("$1"); shift ;;
+	esac
+done
+
+OBJ=$CACHE/build/$VARIANT
+OUT=$CACHE/out/$VARIANT
+ISOLINUX=/usr/lib/ISOLINUX/isolinux.bin
+LDLINUX=/usr/lib/syslinux/modules/bios/ldlinux.c32
+
+tmp=$(mktemp -d /tmp/nap-bochs.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/iso/isolinux"
+make_initramfs "$tmp/iso/initrd.gz" "$OBJ" "$OUT/selftests" \
+	"$GUEST_SELFTESTS" virt/lib/irqbypass.ko arch/x86/kvm/kvm.ko \
+	arch/x86/kvm/kvm-intel.ko
+cp "$OBJ/arch/x86/boot/bzImage" "$tmp/iso/bzImage"
+cp "$ISOLINUX" "$LDLINUX" "$tmp/iso/isolinux/"
+cat > "$tmp/iso/isolinux/isolinux.cfg" <<CFG
+DEFAULT linux
+PROMPT 0
+TIMEOUT 0
+LABEL linux
+  KERNEL /bzImage
+  INITRD /initrd.gz
+  APPEND console=ttyS0,115200 panic=-1 quiet nap.vendor=intel ${EXTRA[*]}
+CFG
+xorriso -as mkisofs -quiet -o "$tmp/boot.iso" -b isolinux/isolinux.bin \
+	-c isolinux/boot.cat -no-emul-boot -boot-load-size 4 \
+	-boot-info-table "$tmp/iso" 2>/dev/null
+
+log=$OUT/bochs-$(date +%Y%m%d-%H%M%S).log
+sed -e "s|@CPU@|$CPU|" -e "s|@SMP@|$SMP|" -e "s|@IPS@|$IPS|" -e "s|@MEGS@|$MEGS|g" \
+	-e "s|@ISO@|$tmp/boot.iso|" -e "s|@SERIAL@|$log|" \
+	-e "s|@LOG@|$tmp/bochs.log|" "$HERE/bochsrc.in" > "$tmp/bochsrc"
+: > "$log"
+# Debian's Bochs has its debugger built in: "c" starts the machine, and
+# the debugger quits on /dev/null when the guest powers off.
+printf 'c\n' > "$tmp/debugger.rc"
+start=$(date +%s)
+timeout --kill-after=10 "$TIMEOUT" bochs -q -f "$tmp/bochsrc" \
+	-rc "$tmp/debugger.rc" < /dev/null > "$tmp/bochs.out" 2>&1 &
+bpid=$!
+# Bochs normally quits at the guest's power-off; end it if it does not.
+done_at=
+while kill -0 "$bpid" 2>/dev/null; do
+	if [ -z "$done_at" ] && grep -aq '^NAP-DONE' "$log"; then
+		done_at=$(date +%s)
+	fi
+	if [ -n "$done_at" ] && [ $(( $(date +%s) - done_at )) -ge 30 ]; then
+		kill "$bpid" 2>/dev/null || true
+		break
+	fi
+	sleep 2
+done
+wait "$bpid" 2>/dev/null || true
+echo "run.sh: Bochs ran $(( $(date +%s) - start )) s, log $log" >&2
+grep -aq "^NAP-DONE" "$log" || tail -n 5 "$tmp/bochs.out" "$tmp/bochs.log" >&2
+guest_report "$log"

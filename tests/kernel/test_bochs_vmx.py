@@ -1,0 +1,59 @@
+"""The patched kernel's VMX half under Bochs: EPT switched on and off.
+
+QEMU emulates no VMX, Bochs does (with EPT, VPID, unrestricted guest and
+PML).  kvm-patch/bochs/run.sh boots the series with kvm_intel ept=1 and
+runs, through the same guest/init as the TCG guest: upstream selftests
+with every VM's paging policy at hap, forced to shadow and under the
+switch storm; paging_switch_storm_test switching a 2-vCPU VM between EPT
+and shadow paging while its guest verifies its memory; and
+paging_switch_abi_test (error codes including the refusal of a VM with
+VMX in CPUID, statistics, the engine under injected samples, the timer,
+guest page faults counted in shadow mode).
+
+Bochs interprets every instruction, so the selftests are the small ones;
+this is functional emulation, not hardware.  Runs with NAP_KERNEL_TESTS=1
+(tox -e kvm) and needs the Debian packages of kvm-patch/packages.txt.
+"""
+
+import os
+import re
+
+import pytest
+
+from tests.kernel import kpatch
+
+ENABLED = os.environ.get('NAP_KERNEL_TESTS') == '1'
+pytestmark = pytest.mark.skipif(not ENABLED,
+                                reason='set NAP_KERNEL_TESTS=1 to run')
+SELFTESTS = 'kvm_create_max_vcpus,guest_print_test,kvm_binary_stats_test'
+SWITCHES = 2000
+
+
+def test_vmx_switching_under_bochs(built_series):
+    rc, out = kpatch.run_guest('bochs', 'nap.modes=hap,shadow,storm',
+                               'nap.tests=' + SELFTESTS,
+                               'nap.storm_switches=%d' % SWITCHES)
+    # kvm_intel came up with what switching needs.
+    assert re.search(r'^NAP-ABI 1$', out, re.M), out
+    results = kpatch.results(out)
+    upstream = {(mode, test) for mode, test, verdict, _, _ in results
+                if mode in ('hap', 'shadow', 'storm') and verdict == 'PASS'}
+    assert upstream == {(mode, test) for mode in ('hap', 'shadow', 'storm')
+                        for test in SELFTESTS.split(',')}, out
+    assert not [r for r in results if r[2] == 'FAIL'], out
+    # VMs were really forced to shadow paging and flipped.
+    forced = dict(re.findall(r'^NAP-FORCER (\S+) (\d+)$', out, re.M))
+    assert int(forced.get('shadow', 0)) > 0, out
+    assert int(forced.get('storm', 0)) > 0, out
+    storm = re.search(r'^NAP-OUT storm: (\d+) writes, 2 vCPUs: (\d+) to '
+                      r'shadow, (\d+) to hap', out, re.M)
+    assert storm and int(storm.group(2)) == int(storm.group(3)) == \
+        SWITCHES // 2, out
+    assert re.search(r'^NAP-RESULT switch-\d+ paging_switch_storm_test PASS',
+                     out, re.M), out
+    assert re.search(r'^NAP-OUT abi: ok \d+ EOPNOTSUPP: .* VMX in its CPUID',
+                     out, re.M), out
+    assert re.search(r'^NAP-RESULT abi paging_switch_abi_test PASS', out,
+                     re.M), out
+    assert 'NAP-DMESG' not in out, out
+    assert rc == 0, out
