@@ -50,6 +50,9 @@ def test_selftests_in_every_mode(built_series):
     # The 2-vCPU switch storm selftest: 10,000 switches, no corruption.
     assert re.search(r'^NAP-RESULT switch-\S+ paging_switch_storm_test '
                      r'PASS', out, re.M), out
+    # Paging off and on in shadow mode: an SVM vCPU stays in shadow paging.
+    assert re.search(r'^NAP-RESULT cr0 paging_switch_cr0_test PASS', out,
+                     re.M), out
     # The interface's selftest: error codes, statistics, injected samples.
     assert re.search(r'^NAP-RESULT abi paging_switch_abi_test PASS', out,
                      re.M), out
@@ -80,7 +83,8 @@ def test_switch_storm_on_the_debug_kernel():
     results = kpatch.results(out)
     ran = {r[1] for r in results if r[2] == 'PASS'}
     assert ran == set(DEBUG_TESTS.split(',')) | {
-        'paging_switch_storm_test', 'paging_switch_abi_test'}, out
+        'paging_switch_storm_test', 'paging_switch_abi_test',
+        'paging_switch_cr0_test'}, out
     assert len(results) == len(ran), out
     assert 'NAP-DMESG' not in out, out
     assert rc == 0, out
