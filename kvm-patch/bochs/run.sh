@@ -10,8 +10,8 @@
 #
 # KEY=VALUE pairs go on the guest's kernel command line (see guest/init),
 # e.g. nap.modes=shadow nap.tests=guest_print_test.  Exit status as
-# tcg/run.sh.  Bochs interprets every instruction: a selftest runs ~10-50x
-# slower than under TCG, so pick small ones.
+# tcg/run.sh.  Bochs interprets every instruction: a selftest runs an
+# order of magnitude slower than under TCG or worse, so pick small ones.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
