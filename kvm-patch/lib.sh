@@ -61,14 +61,37 @@ make_initramfs() {
 	rm -rf "$root"
 }
 
-# guest_report LOG: print the test guest's NAP- lines from its console
-# log; fail unless it reached NAP-DONE with no failed test, no setup error
-# and no kernel warning.
+# emulator_status NAME RC START: one line on stderr saying how the
+# emulator ended (timeout(1)'s 124 and 128+N for a signal spelled out)
+# and how long it ran since START (seconds since the epoch).
+emulator_status() {
+	local name=$1 rc=$2 how
+	case $rc in
+	0) how="exited normally" ;;
+	124) how="was stopped by its timeout" ;;
+	12[89]|1[3-9][0-9]) how="died of signal $((rc - 128))" ;;
+	*) how="exited with status $rc" ;;
+	esac
+	echo "run.sh: $name $how after $(( $(date +%s) - $3 )) s" >&2
+}
+
+# guest_report LOG [FILE...]: print the test guest's NAP- lines from its
+# console log; fail unless it reached NAP-DONE with no failed test, no
+# setup error and no kernel warning.  A guest that did not finish (the
+# emulator died, the kernel panicked, the timeout struck) is explained on
+# stderr by the tail of its console log and of each FILE (the emulator's
+# own output and log): that is what a test shows, not an empty report.
 guest_report() {
-	local log=$1
+	local log=$1 f
+	shift
 	grep -a '^NAP-' "$log" | tr -d '\r'
 	if ! grep -aq '^NAP-DONE' "$log"; then
 		echo "guest did not finish, log $log" >&2
+		for f in "$log" "$@"; do
+			[ -s "$f" ] || continue
+			echo "--- last lines of $f" >&2
+			tail -n 25 "$f" | tr -d '\r' | cut -c 1-300 >&2
+		done
 		return 1
 	fi
 	! grep -aq -e '^NAP-RESULT .* FAIL' -e '^NAP-DMESG' -e '^NAP-ERROR' \

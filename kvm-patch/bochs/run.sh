@@ -75,17 +75,19 @@ timeout --kill-after=10 "$TIMEOUT" bochs -q -f "$tmp/bochsrc" \
 bpid=$!
 # Bochs normally quits at the guest's power-off; end it if it does not.
 done_at=
+stopped=
 while kill -0 "$bpid" 2>/dev/null; do
 	if [ -z "$done_at" ] && grep -aq '^NAP-DONE' "$log"; then
 		done_at=$(date +%s)
 	fi
 	if [ -n "$done_at" ] && [ $(( $(date +%s) - done_at )) -ge 30 ]; then
 		kill "$bpid" 2>/dev/null || true
+		stopped=" (stopped by run.sh 30 s after NAP-DONE)"
 		break
 	fi
 	sleep 2
 done
-wait "$bpid" 2>/dev/null || true
-echo "run.sh: Bochs ran $(( $(date +%s) - start )) s, log $log" >&2
-grep -aq "^NAP-DONE" "$log" || tail -n 5 "$tmp/bochs.out" "$tmp/bochs.log" >&2
-guest_report "$log"
+brc=0
+wait "$bpid" 2>/dev/null || brc=$?
+emulator_status "Bochs$stopped" "$brc" "$start"
+guest_report "$log" "$tmp/bochs.out" "$tmp/bochs.log"

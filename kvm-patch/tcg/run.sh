@@ -49,10 +49,13 @@ make_initramfs "$OUT/initramfs.cpio.gz" "$OBJ" "$ST" "$GUEST_SELFTESTS" \
 
 log=$OUT/tcg-$(date +%Y%m%d-%H%M%S).log
 start=$(date +%s)
+qrc=0
 timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg,thread=single -cpu EPYC \
 	-m 2G -smp 2 -kernel "$OBJ/arch/x86/boot/bzImage" \
 	-initrd "$OUT/initramfs.cpio.gz" "${VIRTFS[@]}" \
 	-append "console=ttyS0 panic=-1 quiet ${EXTRA[*]}" \
-	-nographic -no-reboot < /dev/null > "$log" 2>&1 || true
-echo "run.sh: guest ran $(( $(date +%s) - start )) s, log $log" >&2
+	-nographic -no-reboot < /dev/null > "$log" 2>&1 || qrc=$?
+# QEMU's own errors go to the console log too: guest_report shows its
+# tail if the guest did not finish.
+emulator_status QEMU "$qrc" "$start"
 guest_report "$log"

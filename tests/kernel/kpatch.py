@@ -1,9 +1,13 @@
 """Helpers for tests of the kernel patch series in kvm-patch/patches/."""
 
+import collections
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -13,12 +17,55 @@ KVM_PATCH = os.path.join(ROOT, 'kvm-patch')
 RESULT = re.compile(r'^NAP-RESULT (\S+) (\S+) (PASS|FAIL|SKIP) (\d+) (\d+)')
 
 
+class GuestRun(collections.namedtuple('GuestRun', 'rc out err')):
+    """How kvm-patch/<machine>/run.sh ended: its exit status, the guest's
+    NAP- report (stdout) and run.sh's own account (stderr: how the
+    emulator ended and, if the guest did not finish, the tail of the
+    console log and of the emulator's output and log)."""
+
+    @property
+    def report(self):
+        """Both, for an assertion message: a dead emulator says why."""
+        return '%s\n--- run.sh exited %d; its stderr:\n%s' % (
+            self.out, self.rc, self.err)
+
+
+class Guest(object):
+    """kvm-patch/<machine>/run.sh (tcg or bochs) booting the built series
+    in the background, so that both emulated hosts run at once (each
+    emulator keeps one core busy)."""
+
+    def __init__(self, machine, *args):
+        self.machine = machine
+        self._out = tempfile.TemporaryFile(mode='w+')
+        self._err = tempfile.TemporaryFile(mode='w+')
+        # A session of its own: stop() ends the emulator run.sh started.
+        self._proc = subprocess.Popen(
+            [os.path.join(KVM_PATCH, machine, 'run.sh')] + list(args),
+            stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err,
+            text=True, start_new_session=True)
+        self._run = None
+
+    def wait(self):
+        """The GuestRun, once run.sh has ended."""
+        if self._run is None:
+            rc = self._proc.wait()
+            self._out.seek(0)
+            self._err.seek(0)
+            self._run = GuestRun(rc, self._out.read(), self._err.read())
+            # The CI log keeps how long each emulator ran.
+            sys.stderr.write('[%s] %s' % (self.machine, self._run.err))
+        return self._run
+
+    def stop(self):
+        if self._proc.poll() is None:
+            os.killpg(self._proc.pid, signal.SIGTERM)
+            self._proc.wait()
+
+
 def run_guest(machine, *args):
-    """Boot the built series with kvm-patch/<machine>/run.sh (tcg or
-    bochs); its exit status and the guest's NAP- report."""
-    proc = subprocess.run([os.path.join(KVM_PATCH, machine, 'run.sh')]
-                          + list(args), stdout=subprocess.PIPE, text=True)
-    return proc.returncode, proc.stdout
+    """Boot the built series with kvm-patch/<machine>/run.sh and wait."""
+    return Guest(machine, *args).wait()
 
 
 def results(out):

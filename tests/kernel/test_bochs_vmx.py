@@ -29,39 +29,41 @@ pytestmark = pytest.mark.skipif(not ENABLED,
                                 reason='set NAP_KERNEL_TESTS=1 to run')
 SELFTESTS = 'kvm_create_max_vcpus,guest_print_test,kvm_binary_stats_test'
 SWITCHES = 2000
+# Booted once, beside the TCG host (conftest.guests).
+BOOT = ('bochs', 'nap.modes=hap,shadow,storm', 'nap.tests=' + SELFTESTS,
+        'nap.storm_switches=%d' % SWITCHES)
 
 
-def test_vmx_switching_under_bochs(built_series):
-    rc, out = kpatch.run_guest('bochs', 'nap.modes=hap,shadow,storm',
-                               'nap.tests=' + SELFTESTS,
-                               'nap.storm_switches=%d' % SWITCHES)
+def test_vmx_switching_under_bochs(guests):
+    run = guests['bochs'].wait()
+    rc, out = run.rc, run.out
     # kvm_intel came up with what switching needs.
-    assert re.search(r'^NAP-ABI 1$', out, re.M), out
+    assert re.search(r'^NAP-ABI 1$', out, re.M), run.report
     results = kpatch.results(out)
     upstream = {(mode, test) for mode, test, verdict, _, _ in results
                 if mode in ('hap', 'shadow', 'storm') and verdict == 'PASS'}
     assert upstream == {(mode, test.split(':')[0])
                         for mode in ('hap', 'shadow', 'storm')
-                        for test in SELFTESTS.split(',')}, out
-    assert not [r for r in results if r[2] == 'FAIL'], out
+                        for test in SELFTESTS.split(',')}, run.report
+    assert not [r for r in results if r[2] == 'FAIL'], run.report
     # VMs were really forced to shadow paging and flipped.
     forced = dict(re.findall(r'^NAP-FORCER (\S+) (\d+)$', out, re.M))
-    assert int(forced.get('shadow', 0)) > 0, out
-    assert int(forced.get('storm', 0)) > 0, out
+    assert int(forced.get('shadow', 0)) > 0, run.report
+    assert int(forced.get('storm', 0)) > 0, run.report
     storm = re.search(r'^NAP-OUT storm: (\d+) writes, 2 vCPUs: (\d+) to '
                       r'shadow, (\d+) to hap', out, re.M)
     assert storm and int(storm.group(2)) == int(storm.group(3)) == \
-        SWITCHES // 2, out
+        SWITCHES // 2, run.report
     assert re.search(r'^NAP-RESULT switch-\d+ paging_switch_storm_test PASS',
-                     out, re.M), out
+                     out, re.M), run.report
     # Paging off and on in shadow mode: back to EPT and return, each time.
     assert re.search(r'^NAP-RESULT cr0 paging_switch_cr0_test PASS', out,
-                     re.M), out
+                     re.M), run.report
     assert re.search(r'^NAP-OUT cr0: 100 cycles of paging off and on', out,
-                     re.M), out
+                     re.M), run.report
     assert re.search(r'^NAP-OUT abi: ok \d+ EOPNOTSUPP: .* VMX in its CPUID',
-                     out, re.M), out
+                     out, re.M), run.report
     assert re.search(r'^NAP-RESULT abi paging_switch_abi_test PASS', out,
-                     re.M), out
-    assert 'NAP-DMESG' not in out, out
-    assert rc == 0, out
+                     re.M), run.report
+    assert 'NAP-DMESG' not in out, run.report
+    assert rc == 0, run.report

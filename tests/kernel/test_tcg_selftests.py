@@ -29,38 +29,42 @@ pytestmark = pytest.mark.skipif(not ENABLED,
                                 reason='set NAP_KERNEL_TESTS=1 to run')
 
 
-def run_guest(*args):
-    return kpatch.run_guest('tcg', *args)
+# Booted once, beside the Bochs host (conftest.guests).  Alone it runs
+# about 21 minutes; the timeout leaves room for sharing two cores with
+# Bochs and the DKMS build.
+BOOT = ('tcg', '--timeout', '2400', '--conformance',
+        'nap.modes=hap,shadow,storm')
 
 
-def test_selftests_in_every_mode(built_series):
-    rc, out = run_guest('--conformance', 'nap.modes=hap,shadow,storm')
+def test_selftests_in_every_mode(guests):
+    run = guests['tcg'].wait()
+    rc, out = run.rc, run.out
     results = kpatch.results(out)
     # Upstream selftests per mode; the storm selftest reports as switch-N,
     # the interface's selftest as abi, the paging off/on one as cr0.
     modes = {r[0] for r in results
              if not r[0].startswith('switch-') and r[0] not in ('abi', 'cr0')}
-    assert modes == {'hap', 'shadow', 'storm'}, out
+    assert modes == {'hap', 'shadow', 'storm'}, run.report
     failed = [r for r in results if r[2] == 'FAIL']
-    assert not failed, out
-    assert 'NAP-DMESG' not in out, out
+    assert not failed, run.report
+    assert 'NAP-DMESG' not in out, run.report
     forced = dict(re.findall(r'^NAP-FORCER (\S+) (\d+)$', out, re.M))
-    assert int(forced.get('shadow', 0)) > 0, out
-    assert int(forced.get('storm', 0)) > 0, out
+    assert int(forced.get('shadow', 0)) > 0, run.report
+    assert int(forced.get('storm', 0)) > 0, run.report
     # The 2-vCPU switch storm selftest: 10,000 switches, no corruption.
     assert re.search(r'^NAP-RESULT switch-\S+ paging_switch_storm_test '
-                     r'PASS', out, re.M), out
+                     r'PASS', out, re.M), run.report
     # Paging off and on in shadow mode: an SVM vCPU stays in shadow paging.
     assert re.search(r'^NAP-RESULT cr0 paging_switch_cr0_test PASS', out,
-                     re.M), out
+                     re.M), run.report
     # The interface's selftest: error codes, statistics, injected samples.
     assert re.search(r'^NAP-RESULT abi paging_switch_abi_test PASS', out,
-                     re.M), out
+                     re.M), run.report
     # The interface's conformance suite, run in the guest.
     conformance = re.findall(r'^NAP-CONFORMANCE (\S+) (\S+)', out, re.M)
-    assert len(conformance) >= 12, out
-    assert all(result == 'PASS' for _, result in conformance), out
-    assert rc == 0, out
+    assert len(conformance) >= 12, run.report
+    assert all(result == 'PASS' for _, result in conformance), run.report
+    assert rc == 0, run.report
 
 
 DEBUG = os.environ.get('NAP_KERNEL_DEBUG') == '1'
@@ -77,14 +81,15 @@ def test_switch_storm_on_the_debug_kernel():
     CI)."""
     subprocess.run([os.path.join(kpatch.KVM_PATCH, 'build.sh'), '--variant',
                     'debug', '--selftests'], check=True)
-    rc, out = run_guest('--variant', 'debug', '--timeout', '5400',
-                        'nap.modes=storm', 'nap.tests=' + DEBUG_TESTS,
-                        'nap.storm_switches=2000:2:hap:200')
+    run = kpatch.run_guest('tcg', '--variant', 'debug', '--timeout', '5400',
+                           'nap.modes=storm', 'nap.tests=' + DEBUG_TESTS,
+                           'nap.storm_switches=2000:2:hap:200')
+    rc, out = run.rc, run.out
     results = kpatch.results(out)
     ran = {r[1] for r in results if r[2] == 'PASS'}
     assert ran == set(DEBUG_TESTS.split(',')) | {
         'paging_switch_storm_test', 'paging_switch_abi_test',
-        'paging_switch_cr0_test'}, out
-    assert len(results) == len(ran), out
-    assert 'NAP-DMESG' not in out, out
-    assert rc == 0, out
+        'paging_switch_cr0_test'}, run.report
+    assert len(results) == len(ran), run.report
+    assert 'NAP-DMESG' not in out, run.report
+    assert rc == 0, run.report

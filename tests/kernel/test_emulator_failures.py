@@ -1,0 +1,39 @@
+"""An emulator that dies says why, in the test output.
+
+A guest that never reports leaves a test with nothing to assert on; what
+the reader needs then is how the emulator ended and its own last words.
+Both runners are made to fail here on purpose, the way they fail on a
+machine that lacks something: Bochs refusing its configuration (as it
+aborted on a machine without an ALSA device) and QEMU stopped by the
+timeout (as a hung guest is).  Seconds each, after the kernel build.
+"""
+
+import os
+
+import pytest
+
+from tests.kernel import kpatch
+
+ENABLED = os.environ.get('NAP_KERNEL_TESTS') == '1'
+pytestmark = pytest.mark.skipif(not ENABLED,
+                                reason='set NAP_KERNEL_TESTS=1 to run')
+
+
+def test_bochs_start_up_failure_is_explained(built_series):
+    run = kpatch.run_guest('bochs', '--cpu', 'no_such_cpu', '--timeout', '300')
+    assert run.rc != 0, run.report
+    assert not run.out.strip(), run.report
+    # Bochs' own message, from the tail of its output.
+    assert 'cpu directive malformed' in run.err, run.report
+    assert 'run.sh: Bochs exited with status 1 after' in run.err, run.report
+    assert 'bochs.out' in run.err, run.report
+
+
+def test_qemu_timeout_is_explained(built_series):
+    run = kpatch.run_guest('tcg', '--timeout', '15')
+    assert run.rc != 0, run.report
+    assert 'NAP-DONE' not in run.out, run.report
+    assert 'run.sh: QEMU was stopped by its timeout after' in run.err, \
+        run.report
+    # The console log's tail: the kernel had started to boot.
+    assert '--- last lines of ' in run.err, run.report
