@@ -37,6 +37,60 @@ REQUIRED_TRAIT = {
 }
 
 
+# A flavor asks placement for a trait with this extra spec (Nova's
+# ``trait:<NAME>=required``; an image says the same with its
+# ``trait:<NAME>=required`` property, which Nova keeps as
+# ``traits_required``).
+TRAIT_SPEC_PREFIX = 'trait:'
+TRAIT_REQUIRED = 'required'
+MODE_TRAITS = frozenset(REQUIRED_TRAIT.values())
+
+
+def trait_spec_key(trait):
+    return TRAIT_SPEC_PREFIX + trait
+
+
+def _required(extra_specs, image_traits):
+    found = {key[len(TRAIT_SPEC_PREFIX):] for key, value
+             in extra_specs.items()
+             if key.startswith(TRAIT_SPEC_PREFIX)
+             and str(value).strip().lower() == TRAIT_REQUIRED}
+    return found | set(image_traits or ())
+
+
+def trait_requested(trait, extra_specs, image_traits=()):
+    """Whether a flavor's extra specs or an image's required traits make
+    placement select for ``trait``."""
+    return trait in _required(extra_specs, image_traits)
+
+
+def stray_traits(paging, extra_specs, image_traits=()):
+    """Paging-mode traits required although ``hw:paging`` (``paging``,
+    None when unset) does not ask for them: the flavor and its trait
+    disagree, and placement selects hosts for a mode the guest won't get."""
+    wanted = {REQUIRED_TRAIT[paging]} if paging is not None else set()
+    return (_required(extra_specs, image_traits) & MODE_TRAITS) - wanted
+
+
+def flavor_extra_specs(paging_policy):
+    """The extra specs that make a flavor ask for ``paging_policy``: its
+    ``hw:paging*`` keys and the trait placement must select for, as one
+    pair.  The keys this package owns that are not in the result are the
+    ones to remove (:func:`owned_extra_spec`)."""
+    specs = paging_policy.to_extra_specs()
+    if paging_policy.paging is not None:
+        specs[trait_spec_key(REQUIRED_TRAIT[paging_policy.paging])] = \
+            TRAIT_REQUIRED
+    return specs
+
+
+def owned_extra_spec(key):
+    """Whether ``key`` is one of the extra specs :func:`flavor_extra_specs`
+    writes for some policy."""
+    return key in policy.KEYS or key in {trait_spec_key(t)
+                                         for t in MODE_TRAITS}
+
+
 def cpu_trait(generation):
     """CUSTOM_PAGING_CPU_<KEY>: placement trait names are [A-Z0-9_]."""
     return CPU_PREFIX + re.sub(r'[^A-Z0-9]', '_', generation.upper())

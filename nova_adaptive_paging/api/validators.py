@@ -10,7 +10,13 @@ scheduler filter and ``nova-paging policy check``.
 
 from nova.api.validation.extra_specs import base
 
+from nova_adaptive_paging import capabilities
 from nova_adaptive_paging import policy
+
+_PAIRS = ', '.join('%s: ``%s=%s``' % (
+    paging.value, capabilities.trait_spec_key(trait),
+    capabilities.TRAIT_REQUIRED)
+    for paging, trait in capabilities.REQUIRED_TRAIT.items())
 
 EXTRA_SPEC_VALIDATORS = [
     base.ExtraSpecValidator(
@@ -19,7 +25,13 @@ EXTRA_SPEC_VALIDATORS = [
             'Paging mode of the guest. ``adaptive`` lets the host switch '
             'between hardware-assisted (EPT/NPT) and shadow paging at run '
             'time (needs the adaptive-paging KVM patch); ``hap`` and '
-            '``shadow`` pin one mode. Unset means the host default.'),
+            '``shadow`` pin one mode. Unset: no requirement (the host '
+            'agent\'s default applies). Set it together with the trait '
+            'placement must select for (%s): ``nova-paging flavor set`` '
+            'writes both; without the trait the scheduler may find no '
+            'capable host. Some guests are refused by the host even so: '
+            'nested virtualization in the guest CPU model, memory '
+            'encryption.' % _PAIRS),
         value={'type': str, 'enum': list(policy.VALUES)},
     ),
     base.ExtraSpecValidator(

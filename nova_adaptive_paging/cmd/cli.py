@@ -8,6 +8,7 @@ import click
 from nova_adaptive_paging.abi import conformance
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.cmd import common
+from nova_adaptive_paging.cmd import flavor
 from nova_adaptive_paging.cmd import host
 from nova_adaptive_paging.cmd import sim_host
 from nova_adaptive_paging.cmd import simulate
@@ -165,6 +166,7 @@ def abi_conformance(root, vm):
 
 
 abi_group.add_command(switch_cost.switch_cost)
+main.add_command(flavor.flavor_group)
 main.add_command(host.host_group)
 main.add_command(simulate.simulate)
 main.add_command(simulate.calibrate)

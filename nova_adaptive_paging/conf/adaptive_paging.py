@@ -22,10 +22,13 @@ policy_opts = [
                     'Let the switching patch choose at run time'),
                ],
                help="""
-Paging policy of a guest whose flavor has no ``hw:paging`` extra spec.
+Paging policy the agent applies on this host to a guest whose flavor has
+no ``hw:paging`` extra spec.
 
-The scheduler filter reads the same option, so set it to the same value on
-the scheduler and on every compute node.
+It is not a scheduling requirement: such a flavor asks nothing of paging
+and may land on any host, with or without the agent. A flavor that needs
+a mode says so with ``hw:paging`` and its trait (``nova-paging flavor
+set``).
 """),
 ]
 

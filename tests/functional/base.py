@@ -23,6 +23,7 @@ from nova.tests.functional import integrated_helpers
 
 from nova_adaptive_paging import capabilities
 from nova_adaptive_paging import placement
+from nova_adaptive_paging import policy
 
 FILTER = 'AdaptivePagingFilter'
 FILTER_PATH = ('nova_adaptive_paging.scheduler.filters.paging_filter.'
@@ -51,6 +52,10 @@ WEIGHTS = {'bare': 500, 'stock-noept': 400, 'stock-ept': 300,
 class PagingTestBase(integrated_helpers.ProviderUsageBaseTestCase):
     compute_driver = 'fake.MediumFakeDriver'
     microversion = 'latest'
+    # The fleet: host name -> capabilities its agent publishes (None: no
+    # agent), and the weight that makes the scheduler prefer a host.
+    hosts = HOSTS
+    weights = WEIGHTS
     # The control run (test_control.py) turns the filter off.
     filter_enabled = not os.environ.get(CONTROL_ENV)
 
@@ -66,7 +71,7 @@ class PagingTestBase(integrated_helpers.ProviderUsageBaseTestCase):
         if self.filter_enabled:
             enabled.append(FILTER)
         self.flags(enabled_filters=enabled, group='filter_scheduler')
-        self.useFixture(nova_fixtures.HostNameWeigherFixture(WEIGHTS))
+        self.useFixture(nova_fixtures.HostNameWeigherFixture(self.weights))
         super().setUp()
 
         self.placement_adapter = ks_adapter.Adapter(
@@ -74,7 +79,7 @@ class PagingTestBase(integrated_helpers.ProviderUsageBaseTestCase):
                 self.placement.fixture.endpoint, 'admin')),
             service_type='placement', raise_exc=False)
         self.rp_uuids = {}
-        for host, caps in HOSTS.items():
+        for host, caps in self.hosts.items():
             self._start_compute(host)
             self.rp_uuids[host] = self._get_provider_uuid_by_host(host)
             if caps is not None:
@@ -107,7 +112,16 @@ class PagingTestBase(integrated_helpers.ProviderUsageBaseTestCase):
             microversion='1.6')
         return set(resp.json()['traits'])
 
-    def paging_flavor(self, **extra_specs):
+    def paging_flavor(self, paging=None, paired=True, **extra_specs):
+        """A flavor asking ``hw:paging=paging``, with its required trait
+        (as ``nova-paging flavor set`` writes it) unless ``paired`` is
+        false; ``extra_specs`` are added as they are."""
+        if paging is not None:
+            specs = capabilities.flavor_extra_specs(
+                policy.PagingPolicy(policy.parse_paging(paging)))
+            if not paired:
+                specs = {policy.KEY_POLICY: paging}
+            extra_specs = dict(specs, **extra_specs)
         return self._create_flavor(vcpu=1, memory_mb=256, disk=1,
                                    extra_spec=extra_specs or None)
 

@@ -1,4 +1,13 @@
-"""AdaptivePagingFilter in Nova's functional framework."""
+"""Where guests land, in Nova's functional framework.
+
+Two ways a request reaches a capable host.  A flavor written by
+``nova-paging flavor set`` carries ``hw:paging`` and its required trait:
+placement selects, whatever ``max_placement_results`` is
+(TestPairedFlavors, TestFewCapableHosts).  A flavor with ``hw:paging``
+alone is caught by the filter, the safety net (TestSafetyNet); the
+control run (test_control.py) checks that exactly those tests fail
+without the filter.
+"""
 
 from nova.tests.functional.api import client as api_client
 
@@ -11,75 +20,42 @@ CAN = {
 }
 
 
-class TestPlacement(base.PagingTestBase):
+class LandingMixin(object):
 
-    def check_lands(self, extra_specs, allowed, boots=3):
-        flavor = self.paging_flavor(**extra_specs)
+    def check_lands(self, flavor, allowed, boots=3):
         self.lookups.clear()
         hosts = {self.host_of(self.boot(flavor)) for _ in range(boots)}
-        self.assertTrue(hosts <= allowed, (extra_specs, hosts))
-        # One placement look-up per scheduling request, not per host.
-        self.assertEqual(boots, len(self.lookups))
+        self.assertTrue(hosts <= allowed, hosts)
         return hosts
 
-    def test_adaptive_lands_on_patched_hosts(self):
-        self.assertEqual({'patched1'},
-                         self.check_lands({'hw:paging': 'adaptive'},
-                                          CAN['adaptive']))
+    def warnings(self):
+        return [line for line in self.stdlog.logger.output.splitlines()
+                if 'AdaptivePagingFilter' in line and 'WARNING' in line]
 
-    def test_shadow_lands_where_shadow_is_possible(self):
-        self.assertEqual({'stock-noept'},
-                         self.check_lands({'hw:paging': 'shadow'},
-                                          CAN['shadow']))
 
-    def test_hap_lands_where_hap_is_possible(self):
-        self.assertEqual({'stock-ept'},
-                         self.check_lands({'hw:paging': 'hap'}, CAN['hap']))
+class TestPairedFlavors(LandingMixin, base.PagingTestBase):
+    """Placement selects: the filter never needs to look anything up."""
 
-    def test_no_paging_spec_uses_the_default_policy(self):
-        self.check_lands({}, CAN['hap'])
-        self.flags(default_policy='shadow', group='adaptive_paging')
-        self.assertEqual({'stock-noept'},
-                         self.check_lands({}, CAN['shadow']))
+    def test_each_policy_lands_where_it_can_be_given(self):
+        for paging, first in (('adaptive', 'patched1'),
+                              ('shadow', 'stock-noept'),
+                              ('hap', 'stock-ept')):
+            self.assertEqual({first}, self.check_lands(
+                self.paging_flavor(paging), CAN[paging]))
+            self.assertEqual([], self.lookups)
+        self.assertEqual([], self.warnings())
 
-    def test_multi_create_looks_placement_up_once(self):
-        flavor = self.paging_flavor(**{'hw:paging': 'adaptive'})
-        self.lookups.clear()
-        body = self._build_server(flavor_id=flavor, networks='none')
-        body.update(min_count=3, max_count=3, return_reservation_id=True)
-        resv = self.api.post_server({'server': body})['reservation_id']
-        servers = self.api.get_servers(search_opts={'reservation_id': resv})
-        self.assertEqual(3, len(servers))
-        for server in servers:
-            server = self._wait_for_state_change(server, 'ACTIVE')
-            self.assertIn(self.host_of(server), CAN['adaptive'])
-        self.assertEqual(
-            ['/resource_providers?required=CUSTOM_PAGING_SWITCHING'],
-            self.lookups)
-
-    def test_nobody_capable_fails_naming_the_requirement(self):
-        for host in ('patched1', 'patched2'):
-            self.publish(host, base.HOSTS['stock-ept'])
-        server = self.boot(self.paging_flavor(**{'hw:paging': 'adaptive'}),
-                           expected_state='ERROR')
-        fault = server['fault']['message']
-        self.assertIn('No valid host', fault)
-        self.assertIn('hw:paging=adaptive', fault)
-        self.assertIn('CUSTOM_PAGING_SWITCHING', fault)
-
-    def test_aggregate_can_withhold_a_policy(self):
-        agg = self.admin_api.post_aggregate(
-            {'aggregate': {'name': 'no-adaptive'}})
-        for host in ('patched1', 'patched2'):
-            self.admin_api.add_host_to_aggregate(agg['id'], host)
-        self.admin_api.post_aggregate_action(agg['id'], {
-            'set_metadata': {'metadata': {
-                'adaptive_paging:policies': 'hap,shadow'}}})
-        server = self.boot(self.paging_flavor(**{'hw:paging': 'adaptive'}),
-                           expected_state='ERROR')
-        self.assertIn('withhold', server['fault']['message'])
-        # hap still lands on the patched hosts' aggregate mates as before
-        self.check_lands({'hw:paging': 'hap'}, CAN['hap'], boots=1)
+    def test_no_paging_spec_boots_where_it_always_did(self):
+        # A mixed fleet: the most preferred host has no agent and no
+        # CUSTOM_PAGING_* trait at all; a flavor that asks nothing of
+        # paging goes there, whatever the agents' default_policy is.
+        self.assertEqual({'bare'}, self.check_lands(self.paging_flavor(),
+                                                    set(base.HOSTS)))
+        self.assertEqual({'bare'}, self.check_lands(
+            self.paging_flavor(**{'hw:cpu_policy': 'shared'}),
+            set(base.HOSTS), boots=1))
+        self.assertEqual([], self.lookups)
+        self.assertEqual([], self.warnings())
 
     def test_extra_spec_validation_at_latest_microversion(self):
         flavor = self._create_flavor(vcpu=1, memory_mb=256, disk=1)
@@ -98,6 +74,68 @@ class TestPlacement(base.PagingTestBase):
             self.assertEqual(400, exc.response.status_code)
             self.assertIn(bad, exc.response.text)
 
+
+class TestSafetyNet(LandingMixin, base.PagingTestBase):
+    """What only the filter does: keep a guest whose flavor has hw:paging
+    without its trait off hosts that cannot give its mode (and say the
+    flavor is incomplete), refuse a bad value that predates the API's
+    validation, apply the aggregates' withholding."""
+
+    def test_unpaired_policy_lands_where_it_can_be_given(self):
+        for paging, first in (('adaptive', 'patched1'),
+                              ('shadow', 'stock-noept'),
+                              ('hap', 'stock-ept')):
+            flavor = self.paging_flavor(paging, paired=False)
+            self.assertEqual({first}, self.check_lands(flavor, CAN[paging]))
+            # One placement look-up per scheduling request.
+            self.assertEqual(3, len(self.lookups))
+        warned = self.warnings()
+        self.assertEqual(9, len(warned), warned)
+        self.assertIn('without trait:CUSTOM_PAGING_SHADOW=required',
+                      '\n'.join(warned))
+
+    def test_multi_create_looks_placement_up_once(self):
+        flavor = self.paging_flavor('adaptive', paired=False)
+        self.lookups.clear()
+        body = self._build_server(flavor_id=flavor, networks='none')
+        body.update(min_count=3, max_count=3, return_reservation_id=True)
+        resv = self.api.post_server({'server': body})['reservation_id']
+        servers = self.api.get_servers(search_opts={'reservation_id': resv})
+        self.assertEqual(3, len(servers))
+        for server in servers:
+            server = self._wait_for_state_change(server, 'ACTIVE')
+            self.assertIn(self.host_of(server), CAN['adaptive'])
+        self.assertEqual(
+            ['/resource_providers?required=CUSTOM_PAGING_SWITCHING'],
+            self.lookups)
+
+    def test_nobody_capable_is_novalidhost_without_trait_names(self):
+        for host in ('patched1', 'patched2'):
+            self.publish(host, base.HOSTS['stock-ept'])
+        server = self.boot(self.paging_flavor('adaptive', paired=False),
+                           expected_state='ERROR')
+        fault = server['fault']['message']
+        # Nova's own fault, which a tenant may read: no trait names.
+        self.assertIn('No valid host', fault)
+        self.assertNotIn('CUSTOM_PAGING', fault)
+        # Nova cleaned up the allocation it had not made.
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            server['id']))
+
+    def test_aggregate_can_withhold_a_policy(self):
+        agg = self.admin_api.post_aggregate(
+            {'aggregate': {'name': 'no-adaptive'}})
+        for host in ('patched1', 'patched2'):
+            self.admin_api.add_host_to_aggregate(agg['id'], host)
+        self.admin_api.post_aggregate_action(agg['id'], {
+            'set_metadata': {'metadata': {
+                'adaptive_paging:policies': 'hap,shadow'}}})
+        server = self.boot(self.paging_flavor('adaptive'),
+                           expected_state='ERROR')
+        self.assertIn('No valid host', server['fault']['message'])
+        # hap still lands on the patched hosts' aggregate mates as before
+        self.check_lands(self.paging_flavor('hap'), CAN['hap'], boots=1)
+
     def test_bad_value_set_below_2_86_is_refused_by_the_filter(self):
         flavor = self._create_flavor(vcpu=1, memory_mb=256, disk=1)
         self.api.microversion = '2.85'     # Nova validates from 2.86 on
@@ -105,22 +143,49 @@ class TestPlacement(base.PagingTestBase):
             'hw:paging': 'bogus'}})
         self.api.microversion = 'latest'
         server = self.boot(flavor, expected_state='ERROR')
-        self.assertIn("invalid hw:paging='bogus'",
-                      server['fault']['message'])
+        self.assertIn('No valid host', server['fault']['message'])
+
+
+# Ten hosts, the last one the only one that can give shadow paging, and
+# placement allowed to return two candidates.
+FEW = dict(('host%d' % i, base.HOSTS['stock-ept']) for i in range(9))
+FEW['host9'] = base.HOSTS['stock-noept']
+
+
+class TestFewCapableHosts(LandingMixin, base.PagingTestBase):
+    hosts = FEW
+    weights = dict((host, 100) for host in FEW)
+
+    def setUp(self):
+        super().setUp()
+        self.flags(max_placement_results=2, group='scheduler')
+
+    def test_paired_shadow_reaches_the_one_capable_host(self):
+        server = self.boot(self.paging_flavor('shadow'))
+        self.assertEqual('host9', self.host_of(server))
+        self.assertEqual([], self.lookups)
+
+    def test_without_the_trait_capable_hosts_can_be_missed(self):
+        # Why the pair matters: hw:paging alone leaves placement free to
+        # return two hosts that cannot give shadow paging; the filter
+        # rejects both and the boot fails with host9 idle.
+        flavor = self.paging_flavor('shadow', paired=False)
+        server = self.boot(flavor, expected_state='ERROR')
+        self.assertIn('No valid host', server['fault']['message'])
 
 
 class TestMoves(base.PagingTestBase):
 
     def test_resize_from_hap_to_adaptive_moves_to_a_patched_host(self):
-        server = self.boot(self.paging_flavor(**{'hw:paging': 'hap'}))
+        server = self.boot(self.paging_flavor('hap'))
         self.assertEqual('stock-ept', self.host_of(server))
-        adaptive = self.paging_flavor(**{'hw:paging': 'adaptive'})
+        adaptive = self.paging_flavor('adaptive')
         server = self._resize_server(server, adaptive)
         self.assertEqual('patched1', self.host_of(server))
         self._confirm_resize(server)
 
     def test_live_migration_never_targets_an_incapable_host(self):
-        server = self.boot(self.paging_flavor(**{'hw:paging': 'adaptive'}))
+        server = self.boot(self.paging_flavor('adaptive'))
         self.assertEqual('patched1', self.host_of(server))
         self._live_migrate(server)
         self.assertEqual('patched2', self.host_of(server))
@@ -132,7 +197,7 @@ class TestMoves(base.PagingTestBase):
         self.assertEqual('patched2', self.host_of(server))
 
     def test_cold_migration_and_unshelve_keep_the_policy(self):
-        server = self.boot(self.paging_flavor(**{'hw:paging': 'shadow'}))
+        server = self.boot(self.paging_flavor('shadow'))
         self.assertEqual('stock-noept', self.host_of(server))
         server = self._migrate_server(server)
         self.assertIn(self.host_of(server), CAN['shadow'] - {'stock-noept'})
@@ -142,7 +207,7 @@ class TestMoves(base.PagingTestBase):
         self.assertEqual('stock-noept', self.host_of(server))
 
     def test_evacuate_keeps_the_policy(self):
-        server = self.boot(self.paging_flavor(**{'hw:paging': 'adaptive'}))
+        server = self.boot(self.paging_flavor('adaptive'))
         self.assertEqual('patched1', self.host_of(server))
         self.computes['patched1'].stop()
         service = self.admin_api.get_services(host='patched1',
@@ -152,7 +217,7 @@ class TestMoves(base.PagingTestBase):
         self.assertEqual('patched2', self.host_of(server))
 
     def test_rebuild_keeps_the_host(self):
-        server = self.boot(self.paging_flavor(**{'hw:paging': 'adaptive'}))
+        server = self.boot(self.paging_flavor('adaptive'))
         self.publish('patched1', base.HOSTS['stock-ept'])
         self.lookups.clear()
         server = self._rebuild_server(

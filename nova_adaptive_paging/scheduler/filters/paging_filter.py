@@ -1,24 +1,36 @@
-"""AdaptivePagingFilter: only hosts that can honour a guest's hw:paging."""
+"""AdaptivePagingFilter: only hosts that can honour a guest's hw:paging.
 
-import collections
+Placement does the selecting: a flavor with ``hw:paging=shadow`` also
+carries ``trait:CUSTOM_PAGING_SHADOW=required`` (``nova-paging flavor
+set`` writes the pair), Nova turns that into placement's ``required=``
+and every candidate host already has the trait, however few of the fleet
+do and however small ``[scheduler] max_placement_results`` is.
+
+This filter is the safety net for a flavor where the pair disagrees
+(``hw:paging`` set by hand without the trait, or by an older release):
+it says so in one warning line and asks placement, once per request, for
+the providers with the trait, so that no guest lands on a host that
+cannot give its paging mode.  It also applies the aggregate metadata
+that withholds policies from a group of hosts.
+
+Like Nova's own filters it only filters: the reason a host fails goes to
+the scheduler's debug log, and an empty result becomes Nova's own
+NoValidHost with its allocation cleanup and its tenant-safe fault.
+"""
+
 import dataclasses
 
 from oslo_log import log as logging
 
-import nova.conf
-from nova import exception
 from nova.scheduler.client import report
 from nova.scheduler import filters
 from nova.scheduler import utils
 
 from nova_adaptive_paging import capabilities
-from nova_adaptive_paging.conf import adaptive_paging as paging_conf
 from nova_adaptive_paging import placement
 from nova_adaptive_paging import policy
 
 LOG = logging.getLogger(__name__)
-CONF = nova.conf.CONF
-paging_conf.register_opts(CONF)
 
 # Aggregate metadata an operator sets to withhold policies from the hosts
 # of an aggregate (comma-separated subset of adaptive,hap,shadow).  It can
@@ -26,104 +38,103 @@ paging_conf.register_opts(CONF)
 # in a mode nobody can give them.
 AGGREGATE_KEY = 'adaptive_paging:policies'
 
-# Requests whose placement answer is kept; scheduling is concurrent, so
-# the answers are keyed by request rather than held as "the current one".
-_REMEMBERED = 64
-
 
 @dataclasses.dataclass(frozen=True)
-class _Verdict:
+class _Request:
+    """What one scheduling request asks of a host; built once per call of
+    filter_all, so concurrent requests never share it."""
+
     paging: policy.Paging = None
     trait: str = None
-    capable: frozenset = frozenset()
+    # None: placement already required the trait of every candidate.
+    capable: frozenset = None
     error: str = None
 
-    def reason(self, candidates):
-        if self.error:
-            return 'hw:paging: %s' % self.error
-        return ('hw:paging=%s needs a host with placement trait %s; none of '
-                'the %d candidate host(s) has it, or their aggregates '
-                'withhold it' % (self.paging, self.trait, candidates))
+
+def _image_traits(spec_obj):
+    if not spec_obj.obj_attr_is_set('image') or spec_obj.image is None \
+            or not spec_obj.image.obj_attr_is_set('properties'):
+        return ()
+    image = spec_obj.image
+    return image.properties.get('traits_required', ())
 
 
-def _request_key(spec_obj):
-    # A multi-create runs the filters once per instance with one
-    # RequestSpec; a reschedule gets a new one and a fresh look-up.
-    ctxt = getattr(spec_obj, '_context', None)
-    return getattr(ctxt, 'request_id', None), id(spec_obj)
+def _request(spec_obj):
+    flavor = spec_obj.flavor
+    try:
+        wanted = policy.from_extra_specs(flavor.extra_specs)
+    except policy.PolicyError as exc:
+        return _Request(error='hw:paging: %s' % exc)
+    stray = capabilities.stray_traits(wanted.paging, flavor.extra_specs,
+                                      _image_traits(spec_obj))
+    if stray:
+        LOG.warning('AdaptivePagingFilter: flavor %s requires trait(s) %s '
+                    'but asks hw:paging=%s; set both with "nova-paging '
+                    'flavor set"', flavor.name, ', '.join(sorted(stray)),
+                    wanted.paging or '(unset)')
+    if wanted.paging is None:
+        # No requirement: the guest boots where it always did; the
+        # agent applies [adaptive_paging] default_policy on its hosts.
+        return _Request()
+    trait = capabilities.REQUIRED_TRAIT[wanted.paging]
+    if capabilities.trait_requested(trait, flavor.extra_specs,
+                                    _image_traits(spec_obj)):
+        return _Request(wanted.paging, trait)
+    LOG.warning('AdaptivePagingFilter: flavor %s asks hw:paging=%s without '
+                '%s=%s, so placement does not select for it and capable '
+                'hosts may be missing from its candidates; set both with '
+                '"nova-paging flavor set"', flavor.name, wanted.paging,
+                capabilities.trait_spec_key(trait),
+                capabilities.TRAIT_REQUIRED)
+    try:
+        capable = placement.providers_with(
+            report.report_client_singleton().get, trait)
+    except Exception as exc:   # fail closed, and say why
+        return _Request(wanted.paging, trait,
+                        error='listing providers with %s failed: %s'
+                        % (trait, exc))
+    return _Request(wanted.paging, trait, capable)
 
 
 class AdaptivePagingFilter(filters.BaseHostFilter):
-    """Pass hosts whose published capabilities cover the request's
-    ``hw:paging`` (or ``[adaptive_paging] default_policy`` when the flavor
-    has none).
-
-    Capabilities are placement traits the compute-node agent publishes
-    (:mod:`nova_adaptive_paging.capabilities`).  HostState carries no
-    traits, so ``filter_all`` asks placement once per request for the
-    providers with the one trait the request needs, whatever the fleet
-    size, and ``host_passes`` checks each host against that answer.
-    """
+    """Pass hosts that can give the paging mode the flavor's ``hw:paging``
+    asks for; pass every host for a flavor without ``hw:paging``."""
 
     # Rebuild keeps the host and the flavor, and hw:paging is a flavor
     # extra spec: a rebuild cannot change what the host must honour.
     RUN_ON_REBUILD = False
-
-    def __init__(self):
-        super().__init__()
-        self._verdicts = collections.OrderedDict()
+    # The answer depends on the flavor and the host only, so the instances
+    # of a multi-create share it (and the one placement look-up).
+    run_filter_once_per_request = True
 
     def filter_all(self, filter_obj_list, spec_obj):
-        if utils.request_is_rebuild(spec_obj):
-            return super().filter_all(filter_obj_list, spec_obj)
-        key = _request_key(spec_obj)
-        verdict = self._verdicts.get(key)
-        if verdict is None or verdict.error:
-            verdict = self._verdicts[key] = self._verdict(spec_obj)
-            while len(self._verdicts) > _REMEMBERED:
-                self._verdicts.popitem(last=False)
-        hosts = list(super().filter_all(filter_obj_list, spec_obj))
-        if filter_obj_list and not hosts:
-            # Nova's own fault says only "not enough hosts"; name the
-            # requirement so that the operator sees what is missing.
-            raise exception.NoValidHost(
-                reason=verdict.reason(len(filter_obj_list)))
-        return hosts
-
-    @staticmethod
-    def _verdict(spec_obj):
-        try:
-            wanted = policy.from_extra_specs(
-                spec_obj.flavor.extra_specs).resolve(
-                    CONF.adaptive_paging.default_policy)
-        except policy.PolicyError as exc:
-            return _Verdict(error=str(exc))
-        trait = capabilities.REQUIRED_TRAIT[wanted.paging]
-        try:
-            capable = placement.providers_with(
-                report.report_client_singleton().get, trait)
-        except Exception as exc:   # fail closed, and say why
-            LOG.warning('AdaptivePagingFilter: listing providers with %s '
-                        'failed: %s', trait, exc)
-            return _Verdict(wanted.paging, trait,
-                            error='placement: %s' % exc)
-        return _Verdict(wanted.paging, trait, capable)
+        hosts = list(filter_obj_list)
+        if not hosts or utils.request_is_rebuild(spec_obj):
+            return hosts
+        request = _request(spec_obj)
+        return [host for host in hosts if _passes(host, request)]
 
     def host_passes(self, host_state, spec_obj):
-        verdict = self._verdicts[_request_key(spec_obj)]
-        if verdict.error:
-            LOG.debug('%s fails: %s', host_state, verdict.error)
-            return False
-        if host_state.uuid not in verdict.capable:
-            LOG.debug('%s fails: hw:paging=%s needs trait %s, which its '
-                      'provider does not have', host_state, verdict.paging,
-                      verdict.trait)
-            return False
-        for aggregate in host_state.aggregates:
-            allowed = aggregate.metadata.get(AGGREGATE_KEY)
-            if allowed is not None and verdict.paging.value not in {
-                    p.strip() for p in allowed.split(',')}:
-                LOG.debug('%s fails: aggregate %s allows hw:paging=%s only',
-                          host_state, aggregate.name, allowed)
-                return False
+        return _passes(host_state, _request(spec_obj))
+
+
+def _passes(host_state, request):
+    if request.error:
+        LOG.debug('%s fails: %s', host_state, request.error)
+        return False
+    if request.paging is None:
         return True
+    if request.capable is not None and host_state.uuid not in \
+            request.capable:
+        LOG.debug('%s fails: hw:paging=%s needs trait %s, which its '
+                  'provider does not have', host_state, request.paging,
+                  request.trait)
+        return False
+    for aggregate in host_state.aggregates:
+        allowed = aggregate.metadata.get(AGGREGATE_KEY)
+        if allowed is not None and request.paging.value not in {
+                p.strip() for p in allowed.split(',')}:
+            LOG.debug('%s fails: aggregate %s allows hw:paging=%s only',
+                      host_state, aggregate.name, allowed)
+            return False
+    return True

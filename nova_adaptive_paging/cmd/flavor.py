@@ -1,0 +1,80 @@
+"""``nova-paging flavor ...``: a flavor's paging policy and its trait."""
+
+import logging
+
+import click
+from keystoneauth1 import exceptions as ks_exceptions
+import openstack
+from openstack import exceptions as sdk_exceptions
+
+from nova_adaptive_paging.cmd import common
+from nova_adaptive_paging import flavors
+from nova_adaptive_paging import policy
+
+
+@click.group('flavor')
+@click.option('--os-cloud', metavar='NAME', envvar='OS_CLOUD',
+              help='Cloud in clouds.yaml (default: $OS_CLOUD, or the '
+                   'OS_* environment variables).')
+@click.pass_context
+def flavor_group(ctx, os_cloud):
+    """Flavors' hw:paging and the placement trait that goes with it."""
+    ctx.obj = {'cloud': os_cloud}
+
+
+def _first_line(exc):
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else \
+        type(exc).__name__
+
+
+def _apply(ctx, flavor, paging_policy):
+    # keystoneauth narrates its retries as warnings; the error line below
+    # says what matters.
+    logging.getLogger('keystoneauth').setLevel(logging.ERROR)
+    try:
+        conn = openstack.connect(cloud=ctx.obj['cloud'])
+        found, written, removed = flavors.set_policy(conn.compute, flavor,
+                                                     paging_policy)
+    except policy.PolicyError as exc:
+        common.fail(str(exc))
+    except (sdk_exceptions.SDKException,
+            ks_exceptions.ClientException) as exc:
+        common.fail('flavor %s: %s' % (flavor, _first_line(exc)))
+    click.echo('flavor %s (%s)' % (found.name, found.id))
+    for key in sorted(written):
+        click.echo('set   %s=%s' % (key, written[key]))
+    for key in removed:
+        click.echo('unset %s' % key)
+    if not written and not removed:
+        click.echo('unchanged')
+
+
+@flavor_group.command('set')
+@click.argument('flavor')
+@click.option('--paging', required=True, type=click.Choice(policy.VALUES),
+              help='Paging policy the flavor asks for.')
+@click.option('--interval', type=int, metavar='SECONDS',
+              help='hw:paging_interval (adaptive only).')
+@click.option('--profile', metavar='NAME',
+              help='hw:paging_profile (adaptive only).')
+@click.pass_context
+def flavor_set(ctx, flavor, paging, interval, profile):
+    """Write hw:paging (and companions) and its required trait."""
+    specs = {policy.KEY_POLICY: paging}
+    if interval is not None:
+        specs[policy.KEY_INTERVAL] = str(interval)
+    if profile is not None:
+        specs[policy.KEY_PROFILE] = profile
+    try:
+        wanted = policy.from_extra_specs(specs)
+    except policy.PolicyError as exc:
+        common.fail(str(exc))
+    _apply(ctx, flavor, wanted)
+
+
+@flavor_group.command('unset')
+@click.argument('flavor')
+@click.pass_context
+def flavor_unset(ctx, flavor):
+    """Remove hw:paging, its companions and its trait."""
+    _apply(ctx, flavor, None)

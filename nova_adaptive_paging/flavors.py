@@ -1,0 +1,49 @@
+"""Write a paging policy onto a Nova flavor: ``hw:paging*`` and its trait.
+
+A flavor that asks ``hw:paging=shadow`` must also require the placement
+trait ``CUSTOM_PAGING_SHADOW``: Nova turns ``trait:…=required`` into
+placement's ``required=``, so the capable hosts are among the at most
+``[scheduler] max_placement_results`` candidates however few they are.
+:func:`set_policy` writes the pair in one step (and removes the other
+modes' traits and companions left from an earlier policy), through
+openstacksdk's compute proxy.  The scheduler filter catches a flavor
+where the two disagree.
+"""
+
+from nova_adaptive_paging import capabilities
+from nova_adaptive_paging import policy
+
+
+def plan(current, paging_policy):
+    """``(to_write, to_remove)``: the extra specs that make a flavor whose
+    extra specs are ``current`` ask for ``paging_policy`` (None: ask for
+    nothing), leaving every key this package does not own alone."""
+    wanted = (capabilities.flavor_extra_specs(paging_policy)
+              if paging_policy is not None else {})
+    # The result must be a flavor the validators and the filter accept.
+    policy.from_extra_specs(wanted)
+    to_write = {key: value for key, value in wanted.items()
+                if current.get(key) != value}
+    to_remove = sorted(key for key in current
+                       if capabilities.owned_extra_spec(key)
+                       and key not in wanted)
+    return to_write, to_remove
+
+
+def set_policy(compute, flavor, paging_policy):
+    """Make ``flavor`` (name or ID) ask for ``paging_policy`` (None:
+    nothing) through the openstacksdk compute proxy ``compute``.
+
+    The new keys are written before the stale ones are removed, so the
+    flavor never asks ``hw:paging`` without its trait in between.
+    Returns ``(flavor, written, removed)``.
+    """
+    found = compute.find_flavor(flavor, ignore_missing=False)
+    current = dict(compute.fetch_flavor_extra_specs(found).extra_specs
+                   or {})
+    to_write, to_remove = plan(current, paging_policy)
+    if to_write:
+        compute.create_flavor_extra_specs(found, to_write)
+    for key in to_remove:
+        compute.delete_flavor_extra_specs_property(found, key)
+    return found, to_write, to_remove

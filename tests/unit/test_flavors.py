@@ -1,0 +1,73 @@
+"""The extra specs ``nova-paging flavor set`` writes, and its errors."""
+
+from click.testing import CliRunner
+import pytest
+
+from nova_adaptive_paging.cmd import cli
+from nova_adaptive_paging import flavors
+from nova_adaptive_paging import policy
+
+SHARED = {'hw:cpu_policy': 'shared'}
+
+
+def test_each_policy_gets_its_trait_as_placement_spells_it():
+    # Nova's extra spec for a required trait: trait:<NAME>=required;
+    # the trait names are the ones doc/source/scheduler.rst documents.
+    for paging, trait in (('adaptive', 'CUSTOM_PAGING_SWITCHING'),
+                          ('hap', 'CUSTOM_PAGING_HAP'),
+                          ('shadow', 'CUSTOM_PAGING_SHADOW')):
+        written, removed = flavors.plan(dict(SHARED), policy.PagingPolicy(
+            policy.Paging(paging)))
+        assert written == {'hw:paging': paging,
+                           'trait:%s' % trait: 'required'}
+        assert removed == []
+
+
+def test_a_new_policy_removes_what_the_old_one_left():
+    current = dict(SHARED, **{'hw:paging': 'adaptive',
+                              'hw:paging_interval': '5',
+                              'hw:paging_profile': 'amd-zen3',
+                              'trait:CUSTOM_PAGING_SWITCHING': 'required',
+                              'trait:CUSTOM_PAGING_CPU_AMD_ZEN3':
+                                  'required'})
+    written, removed = flavors.plan(current, policy.PagingPolicy(
+        policy.Paging.HAP))
+    assert written == {'hw:paging': 'hap',
+                       'trait:CUSTOM_PAGING_HAP': 'required'}
+    # The generation trait is the operator's, not a paging mode's.
+    assert removed == ['hw:paging_interval', 'hw:paging_profile',
+                       'trait:CUSTOM_PAGING_SWITCHING']
+
+
+def test_unset_and_unchanged():
+    current = dict(SHARED, **{'hw:paging': 'shadow',
+                              'trait:CUSTOM_PAGING_SHADOW': 'required'})
+    assert flavors.plan(current, policy.PagingPolicy(
+        policy.Paging.SHADOW)) == ({}, [])
+    assert flavors.plan(current, None) == (
+        {}, ['hw:paging', 'trait:CUSTOM_PAGING_SHADOW'])
+
+
+def test_a_policy_nova_would_refuse_is_never_written():
+    with pytest.raises(policy.PolicyError):
+        flavors.plan({}, policy.PagingPolicy(policy.Paging.HAP,
+                                             interval_s=5))
+
+
+@pytest.mark.parametrize('args, expected', [
+    (['set', 'm1', '--paging', 'hap', '--interval', '5'],
+     'error: invalid hw:paging_interval=5: expected no value'),
+    (['set', 'm1', '--paging', 'adaptive', '--interval', '0'],
+     "error: invalid hw:paging_interval='0'"),
+    (['--os-cloud', 'nowhere', 'set', 'm1', '--paging', 'hap'],
+     'error: flavor m1: Cloud nowhere was not found.'),
+])
+def test_errors_are_one_line(tmp_path, args, expected):
+    clouds = tmp_path / 'clouds.yaml'
+    clouds.write_text('clouds: {}\n')
+    result = CliRunner().invoke(cli.main, ['flavor'] + args, env={
+        'OS_CLIENT_CONFIG_FILE': str(clouds), 'OS_CLOUD': ''})
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(expected), result.output
+    assert result.output.count('\n') == 1, result.output
+    assert 'Traceback' not in result.output
