@@ -35,6 +35,7 @@ from nova_adaptive_paging import capabilities  # noqa: E402
 from nova_adaptive_paging import policy  # noqa: E402
 from nova_adaptive_paging.scheduler.filters import (  # noqa: E402
     paging_filter)
+from nova_adaptive_paging import vocabulary  # noqa: E402
 
 objects.register_all()
 
@@ -97,7 +98,7 @@ def main():
     ours = paging_filter.AdaptivePagingFilter()
     theirs = aies.AggregateInstanceExtraSpecsFilter()
     paired = capabilities.flavor_extra_specs(policy.PagingPolicy(
-        policy.Paging.ADAPTIVE))
+        vocabulary.Paging.ADAPTIVE))
     cases = {
         # hw:paging with its trait: placement selected, the filter only
         # checks aggregates.
@@ -126,7 +127,7 @@ def main():
                 times[name].append(took)
                 per_request[name] = len(calls) / args.requests
 
-    assert all(u.endswith(capabilities.SWITCHING) for u in calls)
+    assert all(u.endswith(vocabulary.TRAIT_SWITCHING) for u in calls)
     print('%d hosts x %d requests, median of %d runs (placement modeled: '
           'in-memory response)' % (args.hosts, args.requests, args.repeat))
     medians = {name: statistics.median(values)

@@ -23,12 +23,12 @@ import tempfile
 import threading
 import time
 
-from nova_adaptive_paging.cmd import sim_host as simcmd
+from nova_adaptive_paging.simhost import control as simcontrol
 from nova_adaptive_paging import profiles
-from nova_adaptive_paging.sim import evaluator
-from nova_adaptive_paging.sim import hardware
-from nova_adaptive_paging.sim import host as simhost
-from nova_adaptive_paging.sim import traces
+from nova_adaptive_paging.costmodel import evaluator
+from nova_adaptive_paging.costmodel import hardware
+from nova_adaptive_paging.simhost import host as simhost
+from nova_adaptive_paging.costmodel import traces
 
 
 def synthetic(rows):
@@ -72,7 +72,7 @@ def bench_host(runs, vms, seconds):
     loaded = traces.builtin()
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as root:
-            os.makedirs(os.path.join(root, simcmd.CONTROL_DIR))
+            os.makedirs(os.path.join(root, simcontrol.CONTROL_DIR))
             os.makedirs(os.path.join(root, '.sim'), exist_ok=True)
             host = simhost.SimHost(root, hardware.resolve('nehalem'),
                                    profiles.builtin(), speed=1.0)
@@ -83,7 +83,7 @@ def bench_host(runs, vms, seconds):
                 vm.model.write('paging_policy', 'adaptive\n')
             stop = threading.Event()
             before, t0 = cpu_s(), time.monotonic()
-            thread = threading.Thread(target=simcmd.run_loop,
+            thread = threading.Thread(target=simcontrol.run_loop,
                                       args=(host, stop, seconds))
             thread.start()
             thread.join()

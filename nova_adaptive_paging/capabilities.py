@@ -1,60 +1,44 @@
-"""What paging a compute host can give, and the placement traits saying so.
+"""What paging a compute host can give, the placement traits saying so,
+and the flavor extra specs that ask placement for them.
 
-The agent publishes these traits on its compute node's resource provider;
-the scheduler filter reads them.  This module is the one definition of
-the trait names and of which policy needs which trait.
+The agent publishes these traits on its compute node's resource provider
+(:mod:`nova_adaptive_paging.host.probe` reads the facts); placement and
+the scheduler filter select hosts with them.  The names are
+:mod:`nova_adaptive_paging.vocabulary`'s.
 
 * ``CUSTOM_PAGING_SWITCHING``: the switching patch is loaded with an ABI
-  version this package drives, and the host can run both modes, so it can
-  honour ``adaptive``;
+  version this package drives, the host can run both modes, and nothing
+  in the running kernel stops the agent from switching (AVIC, no TDP
+  MMU, Intel PT in host-guest mode, kernel lockdown: see ``blockers``),
+  so it can honour ``adaptive``;
 * ``CUSTOM_PAGING_HAP``: a VM can run with EPT/NPT (TDP enabled in the
   vendor module);
-* ``CUSTOM_PAGING_SHADOW``: a VM can run with shadow paging (patched host,
-  or an unpatched host whose vendor module has TDP disabled);
+* ``CUSTOM_PAGING_SHADOW``: a VM can run with shadow paging (a patched
+  host the agent can drive, or any host whose vendor module has TDP
+  disabled);
 * ``CUSTOM_PAGING_CPU_<GENERATION>``: the host's CPU generation key;
 * ``CUSTOM_PAGING_PROFILE_CALIBRATED``: the generation has a threshold
   profile of its own (it does not run on the fallback profile).
+
+Eligibility is also per guest: even on a host with the traits, the kernel
+refuses shadow paging (and so ``adaptive``) for a guest with SVM or VMX
+in its CPU model (nested virtualization), with PKU in its CPUID (host-model
+CPUs on recent hosts), with SGX on Intel, and for memory-encrypted
+guests (SEV, SEV-ES, SNP, TDX).  Flavors that switch must not expose
+those.
 """
 
 import dataclasses
-import os
-import re
 
 from nova_adaptive_paging.abi import spec
-from nova_adaptive_paging import policy
-
-PREFIX = 'CUSTOM_PAGING_'
-SWITCHING = PREFIX + 'SWITCHING'
-HAP = PREFIX + 'HAP'
-SHADOW = PREFIX + 'SHADOW'
-CALIBRATED = PREFIX + 'PROFILE_CALIBRATED'
-CPU_PREFIX = PREFIX + 'CPU_'
-
-REQUIRED_TRAIT = {
-    policy.Paging.ADAPTIVE: SWITCHING,
-    policy.Paging.HAP: HAP,
-    policy.Paging.SHADOW: SHADOW,
-}
-
-
-# A flavor asks placement for a trait with this extra spec (Nova's
-# ``trait:<NAME>=required``; an image says the same with its
-# ``trait:<NAME>=required`` property, which Nova keeps as
-# ``traits_required``).
-TRAIT_SPEC_PREFIX = 'trait:'
-TRAIT_REQUIRED = 'required'
-MODE_TRAITS = frozenset(REQUIRED_TRAIT.values())
-
-
-def trait_spec_key(trait):
-    return TRAIT_SPEC_PREFIX + trait
+from nova_adaptive_paging import vocabulary
 
 
 def _required(extra_specs, image_traits):
-    found = {key[len(TRAIT_SPEC_PREFIX):] for key, value
-             in extra_specs.items()
-             if key.startswith(TRAIT_SPEC_PREFIX)
-             and str(value).strip().lower() == TRAIT_REQUIRED}
+    prefix = vocabulary.TRAIT_SPEC_PREFIX
+    found = {key[len(prefix):] for key, value in extra_specs.items()
+             if key.startswith(prefix)
+             and str(value).strip().lower() == vocabulary.TRAIT_REQUIRED}
     return found | set(image_traits or ())
 
 
@@ -68,8 +52,10 @@ def stray_traits(paging, extra_specs, image_traits=()):
     """Paging-mode traits required although ``hw:paging`` (``paging``,
     None when unset) does not ask for them: the flavor and its trait
     disagree, and placement selects hosts for a mode the guest won't get."""
-    wanted = {REQUIRED_TRAIT[paging]} if paging is not None else set()
-    return (_required(extra_specs, image_traits) & MODE_TRAITS) - wanted
+    wanted = ({vocabulary.REQUIRED_TRAIT[paging]} if paging is not None
+              else set())
+    return ((_required(extra_specs, image_traits) & vocabulary.MODE_TRAITS)
+            - wanted)
 
 
 def flavor_extra_specs(paging_policy):
@@ -79,77 +65,52 @@ def flavor_extra_specs(paging_policy):
     ones to remove (:func:`owned_extra_spec`)."""
     specs = paging_policy.to_extra_specs()
     if paging_policy.paging is not None:
-        specs[trait_spec_key(REQUIRED_TRAIT[paging_policy.paging])] = \
-            TRAIT_REQUIRED
+        trait = vocabulary.REQUIRED_TRAIT[paging_policy.paging]
+        specs[vocabulary.trait_spec_key(trait)] = vocabulary.TRAIT_REQUIRED
     return specs
 
 
 def owned_extra_spec(key):
     """Whether ``key`` is one of the extra specs :func:`flavor_extra_specs`
     writes for some policy."""
-    return key in policy.KEYS or key in {trait_spec_key(t)
-                                         for t in MODE_TRAITS}
-
-
-def cpu_trait(generation):
-    """CUSTOM_PAGING_CPU_<KEY>: placement trait names are [A-Z0-9_]."""
-    return CPU_PREFIX + re.sub(r'[^A-Z0-9]', '_', generation.upper())
+    return key in vocabulary.KEYS or key in {
+        vocabulary.trait_spec_key(t) for t in vocabulary.MODE_TRAITS}
 
 
 @dataclasses.dataclass(frozen=True)
 class Capabilities:
-    abi_version: int          # 0: no switching patch
+    abi_version: int          # 0: no switching patch this package drives
     tdp: bool                 # vendor module has EPT/NPT enabled
     generation: str
     calibrated: bool
 
     kvm: bool = True          # a KVM vendor module is loaded
+    # Why the agent cannot drive a loaded patch on this kernel (one line
+    # each, naming the fact): the host then gives what stock KVM gives.
+    blockers: tuple = ()
+
+    @property
+    def switching(self):
+        return (self.kvm and self.abi_version == spec.ABI_VERSION
+                and not self.blockers)
 
     @property
     def modes(self):
         """Policies this host can honour."""
         if not self.kvm:
             return set()
-        if self.abi_version == spec.ABI_VERSION:
-            modes = {policy.Paging.SHADOW}
+        if self.switching:
+            modes = {vocabulary.Paging.SHADOW}
             if self.tdp:
-                modes |= {policy.Paging.HAP, policy.Paging.ADAPTIVE}
+                modes |= {vocabulary.Paging.HAP, vocabulary.Paging.ADAPTIVE}
             return modes
-        return {policy.Paging.HAP if self.tdp else policy.Paging.SHADOW}
+        return {vocabulary.Paging.HAP if self.tdp
+                else vocabulary.Paging.SHADOW}
 
     def traits(self):
         """Placement traits; the CPU generation is published even when the
         host can give no paging mode, so operators see every host."""
-        return ({REQUIRED_TRAIT[m] for m in self.modes}
-                | {cpu_trait(self.generation)}
-                | ({CALIBRATED} if self.calibrated else set()))
-
-
-def _read(path):
-    try:
-        with open(path, encoding='ascii') as f:
-            return f.read().strip()
-    except FileNotFoundError:
-        return None
-
-
-def detect(host_root, generation, calibrated):
-    """Capabilities of the host whose /sys is under ``host_root``.
-
-    An ABI version this package does not know counts as no patch: the
-    host still gives its vendor module's mode, and the agent will not
-    drive an interface it does not understand.
-    """
-    params = os.path.join(host_root, spec.PARAMS_DIR)
-    abi = _read(os.path.join(params, spec.PARAM_ABI))
-    abi_version = int(abi) if abi and abi.isdigit() else 0
-    if abi_version != spec.ABI_VERSION:
-        abi_version = 0
-    tdp = kvm = False
-    for module, param in spec.VENDOR_TDP_PARAMS:
-        value = _read(os.path.join(host_root, spec.vendor_params_dir(module),
-                                   param))
-        if value is not None:
-            kvm, tdp = True, value in ('Y', 'y', '1')
-            break
-    return Capabilities(abi_version, tdp, generation, calibrated, kvm)
+        return ({vocabulary.REQUIRED_TRAIT[m] for m in self.modes}
+                | {vocabulary.cpu_trait(self.generation)}
+                | ({vocabulary.TRAIT_CALIBRATED} if self.calibrated
+                   else set()))

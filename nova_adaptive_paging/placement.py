@@ -9,7 +9,8 @@ rest of the provider's traits.
 
 import logging
 
-from nova_adaptive_paging import capabilities
+from nova_adaptive_paging import exception
+from nova_adaptive_paging import vocabulary
 
 LOG = logging.getLogger(__name__)
 
@@ -17,7 +18,7 @@ TRAITS_VERSION = '1.6'
 REQUIRED_VERSION = '1.18'
 
 
-class PlacementError(Exception):
+class PlacementError(exception.Error):
     pass
 
 
@@ -85,7 +86,7 @@ def reconcile(adapter, rp_uuid, wanted, retries=5):
                       'reading traits of %s' % rp_uuid)
         body = resp.json()
         current = set(body['traits'])
-        ours = {t for t in current if t.startswith(capabilities.PREFIX)}
+        ours = {t for t in current if t.startswith(vocabulary.TRAIT_PREFIX)}
         if ours == wanted:
             return set(), set()
         desired = (current - ours) | wanted

@@ -18,38 +18,22 @@ matching, and one spelling per mode keeps both unambiguous.
 """
 
 import dataclasses
-import enum
 
+from nova_adaptive_paging import exception
 from nova_adaptive_paging import profiles
-
-KEY_POLICY = 'hw:paging'
-KEY_INTERVAL = 'hw:paging_interval'
-KEY_PROFILE = 'hw:paging_profile'
-KEYS = (KEY_POLICY, KEY_INTERVAL, KEY_PROFILE)
+from nova_adaptive_paging import vocabulary
 
 INTERVAL_MIN, INTERVAL_MAX = 1, 60
 PROFILE_PATTERN = profiles.NAME_RE.pattern[1:-1]
 
-_ALIASES = {'ept': 'hap', 'npt': 'hap', 'tdp': 'hap', 'nested': 'hap',
-            'hardware': 'hap', 'sp': 'shadow', 'software': 'shadow',
-            'dsp': 'adaptive', 'dynamic': 'adaptive', 'auto': 'adaptive'}
+_ALIASES = {'ept': vocabulary.HAP, 'npt': vocabulary.HAP,
+            'tdp': vocabulary.HAP, 'nested': vocabulary.HAP,
+            'hardware': vocabulary.HAP, 'sp': vocabulary.SHADOW,
+            'software': vocabulary.SHADOW, 'dsp': vocabulary.ADAPTIVE,
+            'dynamic': vocabulary.ADAPTIVE, 'auto': vocabulary.ADAPTIVE}
 
 
-class Paging(str, enum.Enum):
-    """What a guest asks of its host's paging."""
-
-    ADAPTIVE = 'adaptive'
-    HAP = 'hap'
-    SHADOW = 'shadow'
-
-    def __str__(self):
-        return self.value
-
-
-VALUES = tuple(p.value for p in Paging)
-
-
-class PolicyError(ValueError):
+class PolicyError(exception.Error, ValueError):
     """An extra spec is invalid; the message names key, value, expectation."""
 
     def __init__(self, key, value, expected):
@@ -65,7 +49,7 @@ class PagingPolicy:
     applies the host default.
     """
 
-    paging: Paging = None
+    paging: vocabulary.Paging = None
     interval_s: int = None
     profile: str = None
 
@@ -73,32 +57,32 @@ class PagingPolicy:
         """The policy with a missing ``hw:paging`` replaced by ``default``."""
         if self.paging is not None:
             return self
-        resolved = dataclasses.replace(self, paging=Paging(default))
+        resolved = dataclasses.replace(self, paging=vocabulary.Paging(default))
         _check_companions(resolved)
         return resolved
 
     def to_extra_specs(self):
         specs = {}
         if self.paging is not None:
-            specs[KEY_POLICY] = self.paging.value
+            specs[vocabulary.KEY_POLICY] = self.paging.value
         if self.interval_s is not None:
-            specs[KEY_INTERVAL] = str(self.interval_s)
+            specs[vocabulary.KEY_INTERVAL] = str(self.interval_s)
         if self.profile is not None:
-            specs[KEY_PROFILE] = self.profile
+            specs[vocabulary.KEY_PROFILE] = self.profile
         return specs
 
 
 def parse_paging(value):
-    """Validate a ``hw:paging`` value; return the Paging."""
+    """Validate a ``hw:paging`` value; return the vocabulary.Paging."""
     text = value.strip().lower() if isinstance(value, str) else value
     try:
-        return Paging(text)
+        return vocabulary.Paging(text)
     except ValueError:
-        expected = 'one of %s' % ', '.join(VALUES)
+        expected = 'one of %s' % ', '.join(vocabulary.POLICIES)
         if text in _ALIASES:
             expected += ' (aliases are not accepted: did you mean %r?)' % (
                 _ALIASES[text],)
-        raise PolicyError(KEY_POLICY, value, expected)
+        raise PolicyError(vocabulary.KEY_POLICY, value, expected)
 
 
 def parse_interval(value):
@@ -108,29 +92,30 @@ def parse_interval(value):
     try:
         seconds = int(str(value).strip(), 10)
     except ValueError:
-        raise PolicyError(KEY_INTERVAL, value, expected)
+        raise PolicyError(vocabulary.KEY_INTERVAL, value, expected)
     if not INTERVAL_MIN <= seconds <= INTERVAL_MAX:
-        raise PolicyError(KEY_INTERVAL, value, expected)
+        raise PolicyError(vocabulary.KEY_INTERVAL, value, expected)
     return seconds
 
 
 def parse_profile(value):
     """Validate a ``hw:paging_profile`` value (a profile name)."""
     if not isinstance(value, str) or not profiles.NAME_RE.match(value):
-        raise PolicyError(KEY_PROFILE, value, 'a profile name matching %s'
-                          % PROFILE_PATTERN)
+        raise PolicyError(vocabulary.KEY_PROFILE, value,
+                          'a profile name matching %s' % PROFILE_PATTERN)
     return value
 
 
 def _check_companions(policy):
-    if policy.paging in (None, Paging.ADAPTIVE):
+    if policy.paging in (None, vocabulary.Paging.ADAPTIVE):
         return
-    for key, value in ((KEY_INTERVAL, policy.interval_s),
-                       (KEY_PROFILE, policy.profile)):
+    for key, value in ((vocabulary.KEY_INTERVAL, policy.interval_s),
+                       (vocabulary.KEY_PROFILE, policy.profile)):
         if value is not None:
             raise PolicyError(key, value, 'no value: %s only applies with '
-                              '%s=adaptive, not %s' % (key, KEY_POLICY,
-                                                       policy.paging))
+                              '%s=%s, not %s' % (key, vocabulary.KEY_POLICY,
+                                                 vocabulary.ADAPTIVE,
+                                                 policy.paging))
 
 
 def from_extra_specs(extra_specs):
@@ -140,16 +125,17 @@ def from_extra_specs(extra_specs):
     is an error, so a typo never silently falls back to a default.
     """
     for key in extra_specs:
-        if key.startswith(KEY_POLICY) and key not in KEYS:
+        if key.startswith(vocabulary.KEY_POLICY) and \
+                key not in vocabulary.KEYS:
             raise PolicyError(key, extra_specs[key], 'a known key: %s'
-                              % ', '.join(KEYS))
+                              % ', '.join(vocabulary.KEYS))
     policy = PagingPolicy(
-        paging=(parse_paging(extra_specs[KEY_POLICY])
-                if KEY_POLICY in extra_specs else None),
-        interval_s=(parse_interval(extra_specs[KEY_INTERVAL])
-                    if KEY_INTERVAL in extra_specs else None),
-        profile=(parse_profile(extra_specs[KEY_PROFILE])
-                 if KEY_PROFILE in extra_specs else None),
+        paging=(parse_paging(extra_specs[vocabulary.KEY_POLICY])
+                if vocabulary.KEY_POLICY in extra_specs else None),
+        interval_s=(parse_interval(extra_specs[vocabulary.KEY_INTERVAL])
+                    if vocabulary.KEY_INTERVAL in extra_specs else None),
+        profile=(parse_profile(extra_specs[vocabulary.KEY_PROFILE])
+                 if vocabulary.KEY_PROFILE in extra_specs else None),
     )
     _check_companions(policy)
     return policy

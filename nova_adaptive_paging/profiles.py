@@ -33,6 +33,7 @@ import re
 import yaml
 
 from nova_adaptive_paging import dsp
+from nova_adaptive_paging import exception
 
 FORMAT_VERSION = 1
 FALLBACK_GENERATION = 'intel-nehalem'
@@ -43,7 +44,7 @@ NAME_RE = re.compile(r'^[a-z0-9][a-z0-9._-]{0,62}$')
 _MILLI = decimal.Decimal(1000)
 
 
-class ProfileError(ValueError):
+class ProfileError(exception.Error, ValueError):
     """A threshold profile is malformed; the message says where and why."""
 
     def __init__(self, source, field, problem):

@@ -13,7 +13,7 @@ import os
 import random
 import sys
 
-from nova_adaptive_paging.sim import traces
+from nova_adaptive_paging.costmodel import traces
 
 IPS = 2e9            # assumed instructions per native second (Table 1 rows)
 NEHALEM_TLB_S = 4e-9     # Section 4.3, per TLB miss in HAP

@@ -12,6 +12,7 @@ import os
 
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging import dsp
+from nova_adaptive_paging import vocabulary
 
 
 def _fail(code, message):
@@ -36,6 +37,8 @@ class HostModel:
             return self.thresholds.format()
         if name == spec.PARAM_INJECT:
             return 'Y\n' if self.inject else 'N\n'
+        if name == spec.PARAM_TDP_MMU:
+            return 'Y\n'
         _fail(errno.ENOENT, name)
 
     def write_param(self, name, text):
@@ -94,7 +97,8 @@ class HostModel:
         if rel.strip('/') == spec.DEBUGFS_DIR:
             return list(self.vms)
         if rel.strip('/') == spec.PARAMS_DIR:
-            return [spec.PARAM_ABI, spec.PARAM_THRESHOLDS, spec.PARAM_INJECT]
+            return [spec.PARAM_ABI, spec.PARAM_THRESHOLDS, spec.PARAM_INJECT,
+                    spec.PARAM_TDP_MMU]
         if rel.strip('/') == spec.vendor_params_dir(self.vendor):
             return [self._tdp_param()]
         _fail(errno.ENOENT, rel)
@@ -113,7 +117,7 @@ class HostModel:
         if can_hap is None:
             can_hap = self.tdp
         if mode is None:
-            mode = 'hap' if self.tdp else 'shadow'
+            mode = vocabulary.HAP if self.tdp else vocabulary.SHADOW
         vm = VmModel(self, mode, can_hap, can_shadow, pmu)
         self.vms[name] = vm
         return vm
@@ -199,21 +203,21 @@ class VmModel:
 
     def _write_policy(self, text):
         policy = spec.parse_word(text, spec.POLICIES)
-        needed = spec.MODES if policy == 'adaptive' else (policy,)
+        needed = spec.MODES if policy == vocabulary.ADAPTIVE else (policy,)
         for mode in needed:
             if not self.can[mode]:
                 self.stats['switches_refused'] += 1
                 _fail(spec.EOPNOTSUPP, 'this VM cannot run in %s mode'
                       % mode)
         self.policy = policy
-        if policy == 'adaptive':
+        if policy == vocabulary.ADAPTIVE:
             self.engine.reset(dsp.Mode.parse(self.mode))
         else:
             self.switch(policy)
 
     def _write_switch(self, text):
         mode = spec.parse_word(text, spec.MODES)
-        if self.policy != 'adaptive':
+        if self.policy != vocabulary.ADAPTIVE:
             _fail(spec.EPERM, 'forced switches need policy adaptive, the '
                   'policy is %s' % self.policy)
         self.switch(mode)
@@ -251,7 +255,7 @@ class VmModel:
         if self._user_faults is not None:
             delta, self._user_delta = self._user_delta, 0
             return delta, 'user'
-        if (self.mode == 'shadow' and not self._switched
+        if (self.mode == vocabulary.SHADOW and not self._switched
                 and intercepted is not None):
             return intercepted, 'intercept'
         return None, 'none'
@@ -280,7 +284,7 @@ class VmModel:
             last_tlb_misses=tlb_misses or 0,
             last_page_faults=page_faults or 0,
             last_ftlb=s.ftlb, last_fpf=s.fpf, last_pt=s.pt)
-        if self.policy != 'adaptive':
+        if self.policy != vocabulary.ADAPTIVE:
             return None
         target = str(self.engine.step(s))
         self.stats.update(last_rule=int(self.engine.last_rule),

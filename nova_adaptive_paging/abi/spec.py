@@ -10,6 +10,8 @@ import errno
 import re
 
 from nova_adaptive_paging import dsp
+from nova_adaptive_paging import exception
+from nova_adaptive_paging import vocabulary
 
 ABI_VERSION = 1
 
@@ -22,6 +24,9 @@ PARAM_INJECT = 'dsp_inject'
 # The vendor modules' switch for two-dimensional paging: unchanged by the
 # patch, read by user space to know whether hap is possible at all.
 VENDOR_TDP_PARAMS = (('kvm_amd', 'npt'), ('kvm_intel', 'ept'))
+# kvm's (upstream, read-only) TDP MMU switch under PARAMS_DIR: the series
+# switches only with the TDP MMU.
+PARAM_TDP_MMU = 'tdp_mmu'
 
 
 def vendor_params_dir(module):
@@ -41,8 +46,8 @@ FILE_STATS = 'paging_stats'
 VM_FILES = (FILE_POLICY, FILE_MODE, FILE_SWITCH, FILE_THRESHOLDS,
             FILE_GUEST_FAULTS, FILE_INJECT, FILE_STATS)
 
-POLICIES = ('hap', 'shadow', 'adaptive')
-MODES = ('hap', 'shadow')
+POLICIES = vocabulary.POLICIES
+MODES = vocabulary.MODES
 PF_SOURCES = ('none', 'user', 'intercept', 'inject')
 
 INTERVAL_MS_RANGE = (100, 3600 * 1000)
@@ -74,7 +79,7 @@ EPERM = errno.EPERM            # operation not allowed in the current state
 EOPNOTSUPP = errno.EOPNOTSUPP  # this VM cannot run in the requested mode
 
 
-class AbiFormatError(ValueError):
+class AbiFormatError(exception.Error, ValueError):
     """Text that does not follow the ABI's format (the kernel's EINVAL)."""
 
 

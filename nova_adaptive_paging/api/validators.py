@@ -10,17 +10,17 @@ scheduler filter and ``nova-paging policy check``.
 
 from nova.api.validation.extra_specs import base
 
-from nova_adaptive_paging import capabilities
 from nova_adaptive_paging import policy
+from nova_adaptive_paging import vocabulary
 
 _PAIRS = ', '.join('%s: ``%s=%s``' % (
-    paging.value, capabilities.trait_spec_key(trait),
-    capabilities.TRAIT_REQUIRED)
-    for paging, trait in capabilities.REQUIRED_TRAIT.items())
+    paging.value, vocabulary.trait_spec_key(trait),
+    vocabulary.TRAIT_REQUIRED)
+    for paging, trait in vocabulary.REQUIRED_TRAIT.items())
 
 EXTRA_SPEC_VALIDATORS = [
     base.ExtraSpecValidator(
-        name=policy.KEY_POLICY,
+        name=vocabulary.KEY_POLICY,
         description=(
             'Paging mode of the guest. ``adaptive`` lets the host switch '
             'between hardware-assisted (EPT/NPT) and shadow paging at run '
@@ -32,10 +32,10 @@ EXTRA_SPEC_VALIDATORS = [
             'capable host. Some guests are refused by the host even so: '
             'nested virtualization in the guest CPU model, memory '
             'encryption.' % _PAIRS),
-        value={'type': str, 'enum': list(policy.VALUES)},
+        value={'type': str, 'enum': list(vocabulary.POLICIES)},
     ),
     base.ExtraSpecValidator(
-        name=policy.KEY_INTERVAL,
+        name=vocabulary.KEY_INTERVAL,
         description=(
             'Sampling interval, in seconds, of the adaptive-paging '
             'decision. Only with ``hw:paging=adaptive``.'),
@@ -43,7 +43,7 @@ EXTRA_SPEC_VALIDATORS = [
                'max': policy.INTERVAL_MAX},
     ),
     base.ExtraSpecValidator(
-        name=policy.KEY_PROFILE,
+        name=vocabulary.KEY_PROFILE,
         description=(
             'Name of the threshold profile to use instead of the one '
             'calibrated for the host CPU generation. Only with '

@@ -15,12 +15,15 @@ from nova_adaptive_paging.cmd import simulate
 from nova_adaptive_paging.cmd import switch_cost
 from nova_adaptive_paging import policy
 from nova_adaptive_paging import profiles
+from nova_adaptive_paging.host import files
+from nova_adaptive_paging import vocabulary
 
 CONF = common.CONF
 _fail = common.fail
 
 
-@click.group(context_settings={'help_option_names': ['-h', '--help']})
+@click.group(cls=common.Boundary,
+             context_settings={'help_option_names': ['-h', '--help']})
 @click.option('--config-file', 'config_files', multiple=True,
               type=click.Path(dir_okay=False),
               help='oslo.config file(s) with an [adaptive_paging] section.')
@@ -43,7 +46,7 @@ def policy_group():
 
 @policy_group.command('check')
 @click.argument('specs', nargs=-1, required=True, metavar='KEY=VALUE...')
-@click.option('--default-policy', type=click.Choice(policy.VALUES),
+@click.option('--default-policy', type=click.Choice(vocabulary.POLICIES),
               help='Host default for a flavor without hw:paging '
                    '(default: [adaptive_paging] default_policy).')
 def policy_check(specs, default_policy):
@@ -156,7 +159,7 @@ def abi_group():
 @click.option('--vm', metavar='PID-FD', help='VM directory to exercise.')
 def abi_conformance(root, vm):
     """Check an implementation of the interface against the spec."""
-    results = conformance.run(conformance.FileTransport(root), vm)
+    results = conformance.run(files.FileTransport(root), vm)
     for name, error in results:
         click.echo('%s %s%s' % ('PASS' if error is None else 'FAIL', name,
                                 '' if error is None else ': ' + error))

@@ -8,6 +8,7 @@ import click
 
 from nova_adaptive_paging import conf
 from nova_adaptive_paging import cpu
+from nova_adaptive_paging import exception
 from nova_adaptive_paging import profiles
 
 CONF = conf.CONF
@@ -17,6 +18,31 @@ def fail(message):
     """Print one ``error:`` line and exit 2."""
     click.echo('error: %s' % message, err=True)
     sys.exit(2)
+
+
+def os_error_line(exc):
+    """``path: reason`` of an OSError, without Python's decoration."""
+    where = exc.filename if exc.filename is not None else ''
+    reason = exc.strerror or str(exc)
+    return '%s: %s' % (where, reason) if where else reason
+
+
+class Boundary(click.Group):
+    """The one place where the package's errors become one line and an
+    exit status: a known error (:class:`exception.Error`) or an OSError
+    names its input and exits 2; Ctrl-C exits 130.  A traceback is left
+    only for a bug."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except exception.Error as exc:
+            fail(str(exc))
+        except OSError as exc:
+            fail(os_error_line(exc))
+        except KeyboardInterrupt:
+            click.echo('error: interrupted', err=True)
+            sys.exit(130)
 
 
 def profile_set():

@@ -10,6 +10,7 @@ from openstack import exceptions as sdk_exceptions
 from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging import flavors
 from nova_adaptive_paging import policy
+from nova_adaptive_paging import vocabulary
 
 
 @click.group('flavor')
@@ -51,7 +52,8 @@ def _apply(ctx, flavor, paging_policy):
 
 @flavor_group.command('set')
 @click.argument('flavor')
-@click.option('--paging', required=True, type=click.Choice(policy.VALUES),
+@click.option('--paging', required=True,
+              type=click.Choice(vocabulary.POLICIES),
               help='Paging policy the flavor asks for.')
 @click.option('--interval', type=int, metavar='SECONDS',
               help='hw:paging_interval (adaptive only).')
@@ -60,11 +62,11 @@ def _apply(ctx, flavor, paging_policy):
 @click.pass_context
 def flavor_set(ctx, flavor, paging, interval, profile):
     """Write hw:paging (and companions) and its required trait."""
-    specs = {policy.KEY_POLICY: paging}
+    specs = {vocabulary.KEY_POLICY: paging}
     if interval is not None:
-        specs[policy.KEY_INTERVAL] = str(interval)
+        specs[vocabulary.KEY_INTERVAL] = str(interval)
     if profile is not None:
-        specs[policy.KEY_PROFILE] = profile
+        specs[vocabulary.KEY_PROFILE] = profile
     try:
         wanted = policy.from_extra_specs(specs)
     except policy.PolicyError as exc:

@@ -4,10 +4,10 @@ import socket
 
 import click
 
-from nova_adaptive_paging import capabilities
 from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging.conf import placement as placement_conf
 from nova_adaptive_paging import placement
+from nova_adaptive_paging.host import probe
 
 CONF = common.CONF
 
@@ -22,8 +22,8 @@ def host_capabilities():
     generation = CONF.adaptive_paging.cpu_generation or \
         common.detect_generation()
     found = common.profile_set()
-    return capabilities.detect(CONF.adaptive_paging.host_root, generation,
-                               found.has(generation))
+    return probe.detect(CONF.adaptive_paging.host_root, generation,
+                        found.has(generation))
 
 
 @host_group.command('capabilities')
@@ -34,6 +34,8 @@ def show_capabilities():
                                         if caps.abi_version else 'absent'))
     click.echo('policies: %s' % ', '.join(sorted(m.value
                                                  for m in caps.modes)))
+    for reason in caps.blockers:
+        click.echo('cannot switch: %s' % reason)
     for trait in sorted(caps.traits()):
         click.echo(trait)
 

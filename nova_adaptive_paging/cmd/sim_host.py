@@ -1,7 +1,7 @@
 """``nova-paging sim-host`` and ``nova-paging sim-vm``: a simulated host.
 
 ``sim-host`` lays out a compute node under ``--root`` (see
-:mod:`nova_adaptive_paging.sim.host`), serves the switching interface's
+:mod:`nova_adaptive_paging.simhost.host`), serves the switching interface's
 files under ``<root>/sys`` with FUSE and runs the VMs until it is
 stopped (SIGTERM, SIGINT) or ``--duration`` has passed.  While it runs,
 ``sim-vm start|stop|migrate --root DIR`` starts and removes VMs through
@@ -9,102 +9,22 @@ a spool directory, ``<root>/.sim/control``.
 """
 
 import itertools
-import json
 import os
 import signal
 import sys
 import threading
-import time
 
 import click
 
-from nova_adaptive_paging import profiles
-from nova_adaptive_paging import sim
 from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging.cmd import simulate as simcmd
-from nova_adaptive_paging.sim import fusefs
-from nova_adaptive_paging.sim import host as simhost
-from nova_adaptive_paging.sim import traces
-
-CONTROL_DIR = '.sim/control'
-STATUS_FILE = '.sim/status.json'
-POLL_S = 0.25       # how often the control spool is looked at
-BATCH_S = 0.1       # samples due within this are taken together
-STATUS_S = 5.0
-
-
-def _trace(ref):
-    """A shipped trace by name, or a trace file."""
-    shipped = {p.name[:-4]: p for p in traces.builtin_paths()}
-    if ref in shipped:
-        return traces.loads(shipped[ref].read_text(encoding='utf-8'),
-                            'builtin:%s' % ref, ref)
-    return traces.load(ref)
-
-
-def vm_spec(request):
-    """A VmSpec from a control request (a dict)."""
-    return simhost.VmSpec(
-        name=request['name'], trace=_trace(request['trace']),
-        extra_specs=dict(request.get('extra_specs', {})),
-        flavor=request.get('flavor', 'm1.sim'),
-        uuid=request.get('uuid', ''),
-        memory_mib=int(request.get('memory_mib', 1024)),
-        can_shadow=bool(request.get('can_shadow', True)),
-        guest_faults=bool(request.get('guest_faults', True)))
-
-
-def handle(host, request):
-    op = request.get('op')
-    if op == 'start':
-        host.start_vm(vm_spec(request))
-    elif op in ('stop', 'migrate'):
-        if request.get('name') not in host.vms:
-            raise ValueError('no running domain %r' % request.get('name'))
-        host.stop_vm(request['name'], 'stopped' if op == 'stop'
-                     else 'migrated')
-    else:
-        raise ValueError('unknown op %r' % (op,))
-
-
-def process_control(host):
-    """Run the spooled requests in name order; leave .done or .failed."""
-    spool = os.path.join(host.root, CONTROL_DIR)
-    for entry in sorted(os.listdir(spool)):
-        if not entry.endswith('.json'):
-            continue
-        path = os.path.join(spool, entry)
-        try:
-            with open(path, encoding='utf-8') as f:
-                handle(host, json.load(f))
-            outcome, text = '.done', ''
-        except (OSError, ValueError, KeyError, TypeError,
-                traces.TraceError) as exc:
-            outcome, text = '.failed', str(exc)
-        with open(path[:-5] + outcome, 'w', encoding='utf-8') as f:
-            f.write(text)
-        os.unlink(path)
-
-
-def run_loop(host, stop, duration):
-    status = os.path.join(host.root, STATUS_FILE)
-    end = time.monotonic() + duration if duration else None
-    written = 0.0
-    while not stop.is_set():
-        process_control(host)
-        host.tick()
-        now = time.monotonic()
-        if now - written >= STATUS_S:
-            simhost._atomic_write(status, json.dumps(host.status()))
-            written = now
-        if end is not None and now >= end:
-            break
-        due = host.next_due_ns()
-        wait = POLL_S
-        if due is not None:
-            wait = min(wait, max(BATCH_S, (due - host.now_ns()) / 1e9
-                                 / host.speed))
-        stop.wait(wait)
+from nova_adaptive_paging import costmodel
+from nova_adaptive_paging.costmodel import traces
+from nova_adaptive_paging import profiles
+from nova_adaptive_paging.simhost import control
+from nova_adaptive_paging.simhost import fusefs
+from nova_adaptive_paging.simhost import host as simhost
+from nova_adaptive_paging import vocabulary
 
 
 @click.command('sim-host')
@@ -121,7 +41,7 @@ def run_loop(host, stop, duration):
               help='Traces (shipped names or files) the initial VMs cycle '
                    'through (default: all shipped traces).')
 @click.option('--paging', 'pagings', multiple=True,
-              type=click.Choice(['adaptive', 'hap', 'shadow', 'none']),
+              type=click.Choice(vocabulary.POLICIES + ('none',)),
               help='hw:paging extra specs the initial VMs cycle through '
                    '(default: adaptive; none: no extra spec).')
 @click.option('--speed', default=1.0, show_default=True,
@@ -141,22 +61,22 @@ def sim_host(root, hw_name, thresholds, vms, trace_refs, pagings, speed,
                    else profiles.builtin())
         refs = list(trace_refs) or [p.name[:-4]
                                     for p in traces.builtin_paths()]
-        loaded = [_trace(r) for r in refs]
+        loaded = [traces.resolve(r) for r in refs]
     except (profiles.ProfileError, traces.TraceError) as exc:
         common.fail(str(exc))
-    os.makedirs(os.path.join(root, CONTROL_DIR), exist_ok=True)
+    os.makedirs(os.path.join(root, control.CONTROL_DIR), exist_ok=True)
     mountpoint = os.path.join(root, fusefs.MOUNT_DIR)
     os.makedirs(mountpoint, exist_ok=True)
     host = simhost.SimHost(root, hw, profile, speed)
     host.write_layout()
     cycle = zip(range(vms), itertools.cycle(loaded),
-                itertools.cycle(pagings or ['adaptive']))
+                itertools.cycle(pagings or [vocabulary.ADAPTIVE]))
     for i, trace, paging in cycle:
         extra = {} if paging == 'none' else {'hw:paging': paging}
         host.start_vm(simhost.VmSpec('instance-%08x' % (i + 1), trace,
                                      extra))
     click.echo('%s; simulated host under %s, libvirt URI %s, %d VM(s)'
-               % (sim.MODELED_NOTE, host.root, host.libvirt_uri, vms),
+               % (costmodel.MODELED_NOTE, host.root, host.libvirt_uri, vms),
                err=True)
     stop = threading.Event()
     mounted = threading.Event()
@@ -167,7 +87,7 @@ def sim_host(root, hw_name, thresholds, vms, trace_refs, pagings, speed,
                 mounted.set()
             else:
                 stop.wait(0.05)
-        run_loop(host, stop, duration)
+        control.run_loop(host, stop, duration)
         if not no_fuse:
             os.kill(os.getpid(), signal.SIGTERM)   # ends the FUSE loop
     ticker = threading.Thread(target=loop, daemon=True)
@@ -198,25 +118,10 @@ def sim_vm():
 
 
 def _request(root, request, timeout):
-    spool = os.path.join(root, CONTROL_DIR)
-    if not os.path.isdir(spool):
-        common.fail('%s: no sim-host spool here' % spool)
-    stem = os.path.join(spool, '%020d-%d' % (time.time_ns(), os.getpid()))
-    with open(stem + '.tmp', 'w', encoding='utf-8') as f:
-        json.dump(request, f)
-    os.replace(stem + '.tmp', stem + '.json')
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        for outcome in ('.done', '.failed'):
-            if os.path.exists(stem + outcome):
-                with open(stem + outcome, encoding='utf-8') as f:
-                    text = f.read()
-                os.unlink(stem + outcome)
-                if outcome == '.failed':
-                    common.fail(text)
-                return
-        time.sleep(0.05)
-    common.fail('sim-host did not answer within %g s' % timeout)
+    try:
+        control.request(root, request, timeout)
+    except control.ControlError as exc:
+        common.fail(str(exc))
 
 
 TIMEOUT = click.option('--timeout', default=10.0, show_default=True,

@@ -6,11 +6,11 @@ import click
 
 from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging import profiles
-from nova_adaptive_paging import sim
-from nova_adaptive_paging.sim import calibrate as calibration
-from nova_adaptive_paging.sim import evaluator
-from nova_adaptive_paging.sim import hardware
-from nova_adaptive_paging.sim import traces
+from nova_adaptive_paging import costmodel
+from nova_adaptive_paging.tuning import calibrate as calibration
+from nova_adaptive_paging.costmodel import evaluator
+from nova_adaptive_paging.costmodel import hardware
+from nova_adaptive_paging.costmodel import traces
 
 
 def _hardware(name):
@@ -71,12 +71,12 @@ def simulate(trace_paths, more_traces, hw_name, thresholds, interval,
             timeline=timeline))
         timelines.append(timeline)
     if plot:
-        from nova_adaptive_paging.sim import plot as plotting
+        from nova_adaptive_paging.costmodel import plot as plotting
         try:
             plotting.draw(plot, loaded, timelines, profile)
         except ImportError:
             common.fail('--plot needs matplotlib (pip install matplotlib)')
-    click.echo(sim.MODELED_NOTE, err=True)
+    click.echo(costmodel.MODELED_NOTE, err=True)
     if as_json:
         click.echo(json.dumps(results, indent=2))
         return

@@ -1,6 +1,6 @@
 from oslo_config import cfg
 
-from nova_adaptive_paging import policy
+from nova_adaptive_paging import vocabulary
 
 adaptive_paging_group = cfg.OptGroup(
     'adaptive_paging',
@@ -13,12 +13,12 @@ live, and where the switching patch's interface is found.
 
 policy_opts = [
     cfg.StrOpt('default_policy',
-               default=policy.Paging.HAP.value,
+               default=vocabulary.Paging.HAP.value,
                choices=[
-                   (policy.Paging.HAP.value,
+                   (vocabulary.Paging.HAP.value,
                     'Hardware-assisted paging (EPT/NPT), KVM\'s default'),
-                   (policy.Paging.SHADOW.value, 'Shadow paging'),
-                   (policy.Paging.ADAPTIVE.value,
+                   (vocabulary.Paging.SHADOW.value, 'Shadow paging'),
+                   (vocabulary.Paging.ADAPTIVE.value,
                     'Let the switching patch choose at run time'),
                ],
                help="""

@@ -24,6 +24,7 @@ from nova.tests.functional import integrated_helpers
 from nova_adaptive_paging import capabilities
 from nova_adaptive_paging import placement
 from nova_adaptive_paging import policy
+from nova_adaptive_paging import vocabulary
 
 FILTER = 'AdaptivePagingFilter'
 FILTER_PATH = ('nova_adaptive_paging.scheduler.filters.paging_filter.'
@@ -120,7 +121,7 @@ class PagingTestBase(integrated_helpers.ProviderUsageBaseTestCase):
             specs = capabilities.flavor_extra_specs(
                 policy.PagingPolicy(policy.parse_paging(paging)))
             if not paired:
-                specs = {policy.KEY_POLICY: paging}
+                specs = {vocabulary.KEY_POLICY: paging}
             extra_specs = dict(specs, **extra_specs)
         return self._create_flavor(vcpu=1, memory_mb=256, disk=1,
                                    extra_spec=extra_specs or None)

@@ -2,9 +2,9 @@
 
 from click.testing import CliRunner
 
-from nova_adaptive_paging import capabilities
 from nova_adaptive_paging.cmd import cli
 from nova_adaptive_paging import placement
+from nova_adaptive_paging import vocabulary
 
 from tests.functional import base
 
@@ -12,37 +12,37 @@ from tests.functional import base
 class TestPublishing(base.PagingTestBase):
 
     def test_traits_on_the_right_provider(self):
-        self.assertTrue({capabilities.SWITCHING, capabilities.HAP,
-                         capabilities.SHADOW, capabilities.CALIBRATED,
+        self.assertTrue({vocabulary.TRAIT_SWITCHING, vocabulary.TRAIT_HAP,
+                         vocabulary.TRAIT_SHADOW, vocabulary.TRAIT_CALIBRATED,
                          'CUSTOM_PAGING_CPU_INTEL_NEHALEM'}
                         <= self.traits_of('patched2'))
         self.assertEqual(
-            {capabilities.HAP, 'CUSTOM_PAGING_CPU_INTEL_ICELAKE_SERVER'},
+            {vocabulary.TRAIT_HAP, 'CUSTOM_PAGING_CPU_INTEL_ICELAKE_SERVER'},
             {t for t in self.traits_of('stock-ept')
-             if t.startswith(capabilities.PREFIX)})
+             if t.startswith(vocabulary.TRAIT_PREFIX)})
         self.assertFalse({t for t in self.traits_of('bare')
-                          if t.startswith(capabilities.PREFIX)})
+                          if t.startswith(vocabulary.TRAIT_PREFIX)})
 
     def test_republishing_replaces_only_our_traits(self):
         before = self.traits_of('patched1')
         nova_owned = {t for t in before
-                      if not t.startswith(capabilities.PREFIX)}
+                      if not t.startswith(vocabulary.TRAIT_PREFIX)}
         self.assertTrue(nova_owned)         # e.g. COMPUTE_* traits
         _, added, removed = self.publish('patched1',
                                          base.HOSTS['stock-noept'])
-        self.assertEqual({capabilities.SWITCHING, capabilities.HAP,
+        self.assertEqual({vocabulary.TRAIT_SWITCHING, vocabulary.TRAIT_HAP,
                           'CUSTOM_PAGING_CPU_AMD_ZEN3'}, removed)
         after = self.traits_of('patched1')
         self.assertEqual(nova_owned, {t for t in after
                                       if not t.startswith(
-                                          capabilities.PREFIX)})
-        self.assertIn(capabilities.SHADOW, after)
+                                          vocabulary.TRAIT_PREFIX)})
+        self.assertIn(vocabulary.TRAIT_SHADOW, after)
         self.assertEqual((set(), set()), self.publish(
             'patched1', base.HOSTS['stock-noept'])[1:])
 
     def test_traits_survive_periodics_and_a_compute_restart(self):
         mine = {t for t in self.traits_of('patched1')
-                if t.startswith(capabilities.PREFIX)}
+                if t.startswith(vocabulary.TRAIT_PREFIX)}
         self._run_periodics()
         self.computes['patched1'] = self.restart_compute_service(
             self.computes['patched1'])
@@ -79,12 +79,13 @@ class TestPublishing(base.PagingTestBase):
         self.assertEqual([409, 200], puts)
         traits = self.traits_of('stock-ept')
         self.assertIn('CUSTOM_SOMEONE_ELSE', traits)
-        self.assertIn(capabilities.SWITCHING, traits)
+        self.assertIn(vocabulary.TRAIT_SWITCHING, traits)
 
     def test_cli_publishes_from_the_host_files(self):
         root = self.useFixture(base.fixtures.TempDir()).path
         for rel, value in (('sys/module/kvm/parameters/paging_switch_abi',
                             '1'),
+                           ('sys/module/kvm/parameters/tdp_mmu', 'Y'),
                            ('sys/module/kvm_amd/parameters/npt', 'Y')):
             path = '%s/%s' % (root, rel)
             base.os.makedirs(base.os.path.dirname(path), exist_ok=True)
@@ -103,9 +104,9 @@ class TestPublishing(base.PagingTestBase):
         self.assertEqual(0, result.exit_code, result.output)
         self.assertIn('provider bare (%s)' % self.rp_uuids['bare'],
                       result.output)
-        self.assertTrue({capabilities.SWITCHING, capabilities.SHADOW,
-                         capabilities.HAP, 'CUSTOM_PAGING_CPU_AMD_ZEN4'}
+        self.assertTrue({vocabulary.TRAIT_SWITCHING, vocabulary.TRAIT_SHADOW,
+                         vocabulary.TRAIT_HAP, 'CUSTOM_PAGING_CPU_AMD_ZEN4'}
                         <= self.traits_of('bare'))
         # ... and the scheduler now sends adaptive guests there.
-        server = self.boot(self.paging_flavor(**{'hw:paging': 'adaptive'}))
+        server = self.boot(self.paging_flavor('adaptive'))
         self.assertEqual('bare', self.host_of(server))

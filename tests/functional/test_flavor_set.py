@@ -12,6 +12,7 @@ from keystoneauth1 import token_endpoint
 
 from nova_adaptive_paging import flavors
 from nova_adaptive_paging import policy
+from nova_adaptive_paging import vocabulary
 
 from tests.functional import base
 
@@ -44,7 +45,7 @@ class TestFlavorSet(base.PagingTestBase):
             'flavor']['name']
         _, written, removed = flavors.set_policy(
             self.compute, name, policy.PagingPolicy(
-                policy.Paging.ADAPTIVE, interval_s=5))
+                vocabulary.Paging.ADAPTIVE, interval_s=5))
         self.assertEqual({'hw:paging': 'adaptive', 'hw:paging_interval': '5',
                           'trait:CUSTOM_PAGING_SWITCHING': 'required',
                           'hw:cpu_policy': 'shared'},
@@ -60,7 +61,7 @@ class TestFlavorSet(base.PagingTestBase):
         # what changed is written.
         _, written, removed = flavors.set_policy(
             self.compute, flavor_id,
-            policy.PagingPolicy(policy.Paging.SHADOW))
+            policy.PagingPolicy(vocabulary.Paging.SHADOW))
         self.assertEqual({'hw:paging': 'shadow',
                           'trait:CUSTOM_PAGING_SHADOW': 'required'}, written)
         self.assertEqual(['hw:paging_interval',
@@ -72,7 +73,7 @@ class TestFlavorSet(base.PagingTestBase):
         # Again: nothing to do.
         self.assertEqual(({}, []), flavors.set_policy(
             self.compute, flavor_id,
-            policy.PagingPolicy(policy.Paging.SHADOW))[1:])
+            policy.PagingPolicy(vocabulary.Paging.SHADOW))[1:])
         # Unset: only what the package owns goes.
         flavors.set_policy(self.compute, flavor_id, None)
         self.assertEqual({'hw:cpu_policy': 'shared'},

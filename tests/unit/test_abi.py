@@ -11,6 +11,7 @@ from nova_adaptive_paging.abi import model
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging import profiles
+from nova_adaptive_paging.host import files
 
 VM = 'sys/kernel/debug/kvm/4242-11/'
 THR = 'sys/module/kvm/parameters/dsp_thresholds'
@@ -221,7 +222,7 @@ def materialize(host, root):
 def test_plain_files_cannot_pass(tmp_path):
     """A directory of plain files reads right but cannot refuse writes."""
     materialize(make_host(), tmp_path)
-    t = conformance.FileTransport(str(tmp_path))
+    t = files.FileTransport(str(tmp_path))
     results = dict(conformance.run(t, '4242-11'))
     assert results['check_discovery'] is None
     assert 'succeeded; expected EINVAL' in \

@@ -33,7 +33,7 @@ def test_policy_check_bogus_is_one_clear_line():
                                            'hw:paging=bogus'])
     assert result.exit_code == 2
     assert result.stderr == ("error: invalid hw:paging='bogus': expected "
-                             "one of adaptive, hap, shadow\n")
+                             "one of hap, shadow, adaptive\n")
 
 
 def test_policy_check_not_key_value():

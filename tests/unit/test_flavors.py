@@ -6,6 +6,7 @@ import pytest
 from nova_adaptive_paging.cmd import cli
 from nova_adaptive_paging import flavors
 from nova_adaptive_paging import policy
+from nova_adaptive_paging import vocabulary
 
 SHARED = {'hw:cpu_policy': 'shared'}
 
@@ -17,7 +18,7 @@ def test_each_policy_gets_its_trait_as_placement_spells_it():
                           ('hap', 'CUSTOM_PAGING_HAP'),
                           ('shadow', 'CUSTOM_PAGING_SHADOW')):
         written, removed = flavors.plan(dict(SHARED), policy.PagingPolicy(
-            policy.Paging(paging)))
+            vocabulary.Paging(paging)))
         assert written == {'hw:paging': paging,
                            'trait:%s' % trait: 'required'}
         assert removed == []
@@ -31,7 +32,7 @@ def test_a_new_policy_removes_what_the_old_one_left():
                               'trait:CUSTOM_PAGING_CPU_AMD_ZEN3':
                                   'required'})
     written, removed = flavors.plan(current, policy.PagingPolicy(
-        policy.Paging.HAP))
+        vocabulary.Paging.HAP))
     assert written == {'hw:paging': 'hap',
                        'trait:CUSTOM_PAGING_HAP': 'required'}
     # The generation trait is the operator's, not a paging mode's.
@@ -43,14 +44,14 @@ def test_unset_and_unchanged():
     current = dict(SHARED, **{'hw:paging': 'shadow',
                               'trait:CUSTOM_PAGING_SHADOW': 'required'})
     assert flavors.plan(current, policy.PagingPolicy(
-        policy.Paging.SHADOW)) == ({}, [])
+        vocabulary.Paging.SHADOW)) == ({}, [])
     assert flavors.plan(current, None) == (
         {}, ['hw:paging', 'trait:CUSTOM_PAGING_SHADOW'])
 
 
 def test_a_policy_nova_would_refuse_is_never_written():
     with pytest.raises(policy.PolicyError):
-        flavors.plan({}, policy.PagingPolicy(policy.Paging.HAP,
+        flavors.plan({}, policy.PagingPolicy(vocabulary.Paging.HAP,
                                              interval_s=5))
 
 

@@ -14,8 +14,8 @@ import pytest
 from nova import objects
 from nova.tests.unit.scheduler import fakes
 
-from nova_adaptive_paging import capabilities
 from nova_adaptive_paging.scheduler.filters import paging_filter
+from nova_adaptive_paging import vocabulary
 
 objects.register_all()
 
@@ -75,8 +75,8 @@ def names(passed):
 
 def paired(paging):
     return {'hw:paging': paging,
-            'trait:' + capabilities.REQUIRED_TRAIT[
-                capabilities.policy.Paging(paging)]: 'required'}
+            'trait:' + vocabulary.REQUIRED_TRAIT[
+                vocabulary.Paging(paging)]: 'required'}
 
 
 def run(hosts, request):
@@ -160,7 +160,7 @@ def test_placement_failure_fails_closed(monkeypatch, hosts, caplog):
 def test_aggregate_withholds_a_policy_from_its_hosts(monkeypatch, hosts):
     use(monkeypatch, Placement({}))
     agg = objects.Aggregate(id=1, name='drain', hosts=[], metadata={
-        paging_filter.AGGREGATE_KEY: 'hap, shadow'})
+        vocabulary.AGGREGATE_KEY: 'hap, shadow'})
     for host in hosts[:2]:
         host.aggregates = [agg]
     assert run(hosts, spec(paired('adaptive'))) == names(hosts[2:])

@@ -1,11 +1,12 @@
 import pytest
 
 from nova_adaptive_paging import policy
+from nova_adaptive_paging import vocabulary
 
 
 @pytest.mark.parametrize('value,expected', [
-    ('adaptive', policy.Paging.ADAPTIVE), ('hap', policy.Paging.HAP),
-    ('shadow', policy.Paging.SHADOW), (' HAP ', policy.Paging.HAP)])
+    ('adaptive', vocabulary.Paging.ADAPTIVE), ('hap', vocabulary.Paging.HAP),
+    ('shadow', vocabulary.Paging.SHADOW), (' HAP ', vocabulary.Paging.HAP)])
 def test_valid_paging_values(value, expected):
     assert policy.from_extra_specs({'hw:paging': value}).paging == expected
 
@@ -14,7 +15,7 @@ def test_bogus_value_names_key_value_and_choices():
     with pytest.raises(policy.PolicyError) as err:
         policy.from_extra_specs({'hw:paging': 'bogus'})
     assert str(err.value) == ("invalid hw:paging='bogus': expected one of "
-                              "adaptive, hap, shadow")
+                              "hap, shadow, adaptive")
 
 
 @pytest.mark.parametrize('alias,hint', [('ept', 'hap'), ('npt', 'hap'),
@@ -28,9 +29,9 @@ def test_aliases_are_refused_with_a_hint(alias, hint):
 def test_missing_paging_takes_the_host_default():
     parsed = policy.from_extra_specs({'hw:cpu_policy': 'dedicated'})
     assert parsed.paging is None
-    assert parsed.resolve('shadow').paging == policy.Paging.SHADOW
+    assert parsed.resolve('shadow').paging == vocabulary.Paging.SHADOW
     explicit = policy.from_extra_specs({'hw:paging': 'hap'})
-    assert explicit.resolve('adaptive').paging == policy.Paging.HAP
+    assert explicit.resolve('adaptive').paging == vocabulary.Paging.HAP
 
 
 @pytest.mark.parametrize('value,seconds', [('1', 1), ('60', 60), (' 5', 5)])

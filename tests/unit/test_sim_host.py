@@ -12,13 +12,14 @@ import pytest
 
 from nova_adaptive_paging.abi import conformance
 from nova_adaptive_paging.abi import spec
-from nova_adaptive_paging import capabilities
-from nova_adaptive_paging import policy
 from nova_adaptive_paging import profiles
-from nova_adaptive_paging.sim import hardware
-from nova_adaptive_paging.sim import host as simhost
-from nova_adaptive_paging.sim import libvirt_xml
-from nova_adaptive_paging.sim import traces
+from nova_adaptive_paging.costmodel import hardware
+from nova_adaptive_paging.simhost import host as simhost
+from nova_adaptive_paging.simhost import libvirt_xml
+from nova_adaptive_paging.costmodel import traces
+from nova_adaptive_paging import vocabulary
+from nova_adaptive_paging.host import files
+from nova_adaptive_paging.host import probe
 
 NEHALEM = hardware.resolve('nehalem')
 TRACES = traces.builtin()
@@ -202,14 +203,14 @@ def test_sim_host_over_fuse_passes_conformance_and_churns(tmp_path):
                 break
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.05)
-        results = conformance.run(conformance.FileTransport(root))
+        results = conformance.run(files.FileTransport(root))
         assert [r for r in results if r[1] is not None] == []
         # What the agent publishes for this host: a patched host with NPT.
-        assert capabilities.detect(root, 'amd-zen3', False).modes == set(
-            policy.Paging)
+        assert probe.detect(root, 'amd-zen3', False).modes == set(
+            vocabulary.Paging)
         done = _cli('abi', 'conformance', '--root', root)
         assert done.returncode == 0 and '12 passed, 0 failed' in done.stdout
-        transport = conformance.FileTransport(root)
+        transport = files.FileTransport(root)
         with pytest.raises(OSError) as err:
             transport.write('%s/%s' % (spec.PARAMS_DIR,
                                        spec.PARAM_THRESHOLDS), 'bogus\n')

@@ -10,10 +10,10 @@ import pytest
 from nova_adaptive_paging.cmd import cli
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging import profiles
-from nova_adaptive_paging.sim import calibrate
-from nova_adaptive_paging.sim import evaluator
-from nova_adaptive_paging.sim import hardware
-from nova_adaptive_paging.sim import traces
+from nova_adaptive_paging.tuning import calibrate
+from nova_adaptive_paging.costmodel import evaluator
+from nova_adaptive_paging.costmodel import hardware
+from nova_adaptive_paging.costmodel import traces
 
 TRACES = traces.builtin()
 HARDWARE = {name: hardware.resolve(name)
@@ -98,7 +98,7 @@ def test_bad_hardware_profile_names_the_field():
         hardware.resolve('/nonexistent/profile.yaml')
 
 
-NEHALEM_TEXT = (hardware.sim.data_dir('hardware') / 'nehalem.yaml'
+NEHALEM_TEXT = (hardware.costmodel.data_dir('hardware') / 'nehalem.yaml'
                 ).read_text()
 
 

@@ -1,4 +1,4 @@
-"""``nova-paging abi switch-cost`` against the reference host model.
+"""The switch-cost measurement against the reference host model.
 
 The model stands in for a patched host (every figure it gives is
 modeled); the workload is a real command that sleeps.
@@ -14,11 +14,13 @@ import pytest
 from nova_adaptive_paging.abi import model
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.cmd import cli
-from nova_adaptive_paging.cmd import sim_host
-from nova_adaptive_paging.cmd import switch_cost
+from nova_adaptive_paging.cmd import switch_cost as switch_cost_cmd
+from nova_adaptive_paging.host import switch_cost
+from nova_adaptive_paging.host import vm as vmfiles
+from nova_adaptive_paging.simhost import control
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging import profiles
-from nova_adaptive_paging import sim
+from nova_adaptive_paging import costmodel
 
 NAME = '4242-11'
 WORKLOAD = 'sleep 0.05'
@@ -134,7 +136,7 @@ def test_missing_abi_is_refused_naming_the_file():
     host = make_host()
     abi = '%s/%s' % (spec.PARAMS_DIR, spec.PARAM_ABI)
     t = Wrapped(host, hide=(abi,))
-    with pytest.raises(switch_cost.Refused) as err:
+    with pytest.raises(vmfiles.Refused) as err:
         switch_cost.SwitchCost(t, NAME, WORKLOAD).run()
     assert abi in str(err.value) and 'missing' in str(err.value)
     assert 'ABI version 1' in str(err.value)
@@ -145,14 +147,14 @@ def test_other_abi_version_is_refused():
     host = make_host()
     abi = '%s/%s' % (spec.PARAMS_DIR, spec.PARAM_ABI)
     t = Wrapped(host, values={abi: '2\n'})
-    with pytest.raises(switch_cost.Refused, match=r': 2; expected ABI'):
+    with pytest.raises(vmfiles.Refused, match=r': 2; expected ABI'):
         switch_cost.SwitchCost(t, NAME, WORKLOAD).run()
     assert t.writes == []
 
 
 def test_vm_that_cannot_shadow_is_refused_and_left_alone():
     host = make_host(can_shadow=False)
-    with pytest.raises(switch_cost.Refused) as err:
+    with pytest.raises(vmfiles.Refused) as err:
         switch_cost.SwitchCost(host, NAME, WORKLOAD).run()
     msg = str(err.value)
     assert spec.FILE_POLICY in msg and "'adaptive'" in msg
@@ -163,7 +165,7 @@ def test_vm_that_cannot_shadow_is_refused_and_left_alone():
 
 def test_missing_vm_is_refused():
     host = make_host()
-    with pytest.raises(switch_cost.Refused, match='1-2/paging_policy'):
+    with pytest.raises(vmfiles.Refused, match='1-2/paging_policy'):
         switch_cost.SwitchCost(host, '1-2', WORKLOAD).run()
 
 
@@ -218,24 +220,24 @@ def test_domain_maps_to_its_vm_directory(tmp_path):
     pid_dir.mkdir(parents=True)
     (pid_dir / 'instance-1.pid').write_text('4242\n')
     (pid_dir / 'instance-2.pid').write_text('77\n')
-    assert switch_cost.vm_for_domain(str(tmp_path), host,
-                                     'instance-1') == NAME
-    with pytest.raises(switch_cost.Refused, match='0 VM directories'):
-        switch_cost.vm_for_domain(str(tmp_path), host, 'instance-2')
-    with pytest.raises(switch_cost.Refused, match='pid file'):
-        switch_cost.vm_for_domain(str(tmp_path), host, 'instance-3')
+    assert vmfiles.vm_for_domain(str(tmp_path), host,
+                                 'instance-1') == NAME
+    with pytest.raises(vmfiles.Refused, match='0 VM directories'):
+        vmfiles.vm_for_domain(str(tmp_path), host, 'instance-2')
+    with pytest.raises(vmfiles.Refused, match='pid file'):
+        vmfiles.vm_for_domain(str(tmp_path), host, 'instance-3')
 
 
 def test_cli_labels_simulated_host_as_modeled(tmp_path, monkeypatch):
     host = make_host()
-    os.makedirs(tmp_path / sim_host.CONTROL_DIR)
-    monkeypatch.setattr(switch_cost.conformance, 'FileTransport',
+    os.makedirs(tmp_path / control.CONTROL_DIR)
+    monkeypatch.setattr(switch_cost_cmd.files, 'FileTransport',
                         lambda root: host)
     result = CliRunner().invoke(cli.main, [
         'abi', 'switch-cost', '--root', str(tmp_path), '--vm', NAME,
         '--workload', WORKLOAD, '--repeats', '1', '--period', '0.01'])
     assert result.exit_code == 0, result.output
-    assert sim.MODELED_NOTE in result.output
+    assert costmodel.MODELED_NOTE in result.output
     assert 'h-s-h' in result.output and 'per_trip_ms' in result.output
     assert vm_state(host) == ('hap', 'hap', None)
 

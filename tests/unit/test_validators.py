@@ -8,6 +8,7 @@ from nova import exception
 
 from nova_adaptive_paging.api import validators
 from nova_adaptive_paging import policy
+from nova_adaptive_paging import vocabulary
 
 
 @pytest.fixture(scope='module', autouse=True)
@@ -16,7 +17,7 @@ def loaded():
 
 
 def test_registered_through_the_entry_point():
-    for key in policy.KEYS:
+    for key in vocabulary.KEYS:
         assert nova_validators.VALIDATORS[key] in \
             validators.EXTRA_SPEC_VALIDATORS
 
@@ -39,7 +40,7 @@ def test_nova_rejects(key, value):
         nova_validators.validate(key, value)
 
 
-@pytest.mark.parametrize('key', policy.KEYS)
+@pytest.mark.parametrize('key', vocabulary.KEYS)
 @pytest.mark.parametrize('value', ['adaptive', 'hap', 'shadow', 'HAP', '0',
                                    '1', '30', '60', '61', '-1', 'amd-zen3',
                                    'a', '.x', 'x' * 64, ''])
@@ -54,9 +55,9 @@ def test_nova_and_policy_agree(key, value):
         nova_ok = True
     except exception.ValidationError:
         nova_ok = False
-    parse = {policy.KEY_POLICY: policy.parse_paging,
-             policy.KEY_INTERVAL: policy.parse_interval,
-             policy.KEY_PROFILE: policy.parse_profile}[key]
+    parse = {vocabulary.KEY_POLICY: policy.parse_paging,
+             vocabulary.KEY_INTERVAL: policy.parse_interval,
+             vocabulary.KEY_PROFILE: policy.parse_profile}[key]
     try:
         parse(value)
         ours = True
@@ -64,5 +65,5 @@ def test_nova_and_policy_agree(key, value):
         ours = False
     if nova_ok:
         assert ours
-    elif key != policy.KEY_POLICY:
+    elif key != vocabulary.KEY_POLICY:
         assert not ours

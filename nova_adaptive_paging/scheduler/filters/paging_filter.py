@@ -29,14 +29,13 @@ from nova.scheduler import utils
 from nova_adaptive_paging import capabilities
 from nova_adaptive_paging import placement
 from nova_adaptive_paging import policy
+from nova_adaptive_paging import vocabulary
 
 LOG = logging.getLogger(__name__)
 
-# Aggregate metadata an operator sets to withhold policies from the hosts
-# of an aggregate (comma-separated subset of adaptive,hap,shadow).  It can
-# only take capabilities away: granting one a host lacks would put guests
-# in a mode nobody can give them.
-AGGREGATE_KEY = 'adaptive_paging:policies'
+# Aggregate metadata (vocabulary.AGGREGATE_KEY) withholds policies from
+# the hosts of an aggregate.  It can only take capabilities away: granting
+# one a host lacks would put guests in a mode nobody can give them.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +43,7 @@ class _Request:
     """What one scheduling request asks of a host; built once per call of
     filter_all, so concurrent requests never share it."""
 
-    paging: policy.Paging = None
+    paging: vocabulary.Paging = None
     trait: str = None
     # None: placement already required the trait of every candidate.
     capable: frozenset = None
@@ -76,7 +75,7 @@ def _request(spec_obj):
         # No requirement: the guest boots where it always did; the
         # agent applies [adaptive_paging] default_policy on its hosts.
         return _Request()
-    trait = capabilities.REQUIRED_TRAIT[wanted.paging]
+    trait = vocabulary.REQUIRED_TRAIT[wanted.paging]
     if capabilities.trait_requested(trait, flavor.extra_specs,
                                     _image_traits(spec_obj)):
         return _Request(wanted.paging, trait)
@@ -84,8 +83,8 @@ def _request(spec_obj):
                 '%s=%s, so placement does not select for it and capable '
                 'hosts may be missing from its candidates; set both with '
                 '"nova-paging flavor set"', flavor.name, wanted.paging,
-                capabilities.trait_spec_key(trait),
-                capabilities.TRAIT_REQUIRED)
+                vocabulary.trait_spec_key(trait),
+                vocabulary.TRAIT_REQUIRED)
     try:
         capable = placement.providers_with(
             report.report_client_singleton().get, trait)
@@ -131,7 +130,7 @@ def _passes(host_state, request):
                   request.trait)
         return False
     for aggregate in host_state.aggregates:
-        allowed = aggregate.metadata.get(AGGREGATE_KEY)
+        allowed = aggregate.metadata.get(vocabulary.AGGREGATE_KEY)
         if allowed is not None and request.paging.value not in {
                 p.strip() for p in allowed.split(',')}:
             LOG.debug('%s fails: aggregate %s allows hw:paging=%s only',

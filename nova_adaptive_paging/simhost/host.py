@@ -29,10 +29,12 @@ import uuid as uuidlib
 
 from nova_adaptive_paging.abi import model
 from nova_adaptive_paging.abi import spec
-from nova_adaptive_paging.sim import evaluator
-from nova_adaptive_paging.sim import libvirt_xml
+from nova_adaptive_paging.host import vm as vmfiles
+from nova_adaptive_paging.costmodel import evaluator
+from nova_adaptive_paging.simhost import libvirt_xml
 
-PID_DIR = 'run/libvirt/qemu'
+# Where the agent (host.vm) looks for libvirt's pid files.
+PID_DIR = vmfiles.LIBVIRT_PID_DIR
 NODE_XML = 'libvirt/node.xml'
 FIRST_PID = 20000
 VM_FD = 11
@@ -235,12 +237,12 @@ class SimHost:
         for name, vm in self.vms.items():
             path = os.path.join(pid_dir, name + '.pid')
             if vm.pid_written != path:
-                _atomic_write(path, '%d\n' % vm.pid)
+                atomic_write(path, '%d\n' % vm.pid)
                 vm.pid_written = path
         xml = libvirt_xml.node_xml([vm.domain for vm in self.vms.values()])
         path = os.path.join(self.root, NODE_XML)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        _atomic_write(path, xml)
+        atomic_write(path, xml)
 
     @property
     def libvirt_uri(self):
@@ -263,7 +265,7 @@ class SimHost:
                     'vms': vms, 'gone': dict(self.gone)}
 
 
-def _atomic_write(path, text):
+def atomic_write(path, text):
     tmp = path + '.tmp'
     with open(tmp, 'w', encoding='utf-8') as f:
         f.write(text)

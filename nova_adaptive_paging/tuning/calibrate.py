@@ -33,7 +33,7 @@ import math
 
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging import profiles
-from nova_adaptive_paging.sim import evaluator
+from nova_adaptive_paging.costmodel import evaluator
 
 HISTORIES = (1, 2, 3, 4, 5)
 HYSTERESIS = (1.1, 1.25, 1.5, 2.0)

@@ -22,14 +22,15 @@ import io
 import math
 import os
 
-from nova_adaptive_paging import sim
+from nova_adaptive_paging import costmodel
+from nova_adaptive_paging import exception
 
 REQUIRED = ('interval_s', 'instructions', 'tlb_misses', 'page_faults')
 OPTIONAL = ('cr3_writes', 'working_set_mib')
 COLUMNS = REQUIRED + OPTIONAL
 
 
-class TraceError(ValueError):
+class TraceError(exception.Error, ValueError):
     """A malformed trace; the message names the file, line and column."""
 
     def __init__(self, source, line, column, problem):
@@ -159,7 +160,7 @@ def _fmt(value):
 
 def builtin_paths():
     """The shipped traces."""
-    return sim.data_files('traces', '.csv')
+    return costmodel.data_files('traces', '.csv')
 
 
 def builtin():
@@ -168,3 +169,12 @@ def builtin():
                                     'builtin:%s' % p.name,
                                     _name_of(p.name))
             for p in builtin_paths()}
+
+
+def resolve(ref):
+    """A shipped trace by name (``gcc``), or a trace file."""
+    shipped = {p.name[:-4]: p for p in builtin_paths()}
+    if ref in shipped:
+        return loads(shipped[ref].read_text(encoding='utf-8'),
+                     'builtin:%s' % ref, ref)
+    return load(ref)

@@ -1,4 +1,4 @@
-"""The paging cost model, the policy evaluator and the simulated KVM host.
+"""The paging cost model: hardware cost profiles, traces, the evaluator.
 
 Everything in this package is a *model*: execution times it prints are
 computed from per-event costs, never measured.  See
@@ -8,12 +8,12 @@ doc/source/simulation.rst.
 import importlib.resources
 
 MODELED_NOTE = ('modeled: times come from the cost model in '
-                'nova_adaptive_paging.sim, not from a measurement')
+                'nova_adaptive_paging.costmodel, not from a measurement')
 
 
 def data_dir(kind):
     """A directory of shipped data ('traces' or 'hardware')."""
-    root = importlib.resources.files('nova_adaptive_paging.sim')
+    root = importlib.resources.files(__name__)
     return root / 'data' / kind
 
 

@@ -27,10 +27,11 @@ import os
 import yaml
 
 from nova_adaptive_paging import profiles
-from nova_adaptive_paging import sim
+from nova_adaptive_paging import costmodel
+from nova_adaptive_paging import vocabulary
 
 FORMAT_VERSION = 1
-MODES = ('hap', 'shadow')
+MODES = vocabulary.MODES
 EVENTS = ('tlb_miss', 'page_fault', 'cr3_write')
 SWITCHES = ('to_hap', 'to_shadow', 'to_shadow_per_mib')
 CALIBRATION = ('reference_ips', 'reference_working_set_mib')
@@ -58,7 +59,7 @@ class Hardware:
     def switch_s(self, to_mode, working_set_mib):
         """Seconds one switch into ``to_mode`` takes (modeled)."""
         s = self.switch_cost_ns
-        if to_mode == 'hap':
+        if to_mode == vocabulary.HAP:
             return s['to_hap'] * 1e-9
         return (s['to_shadow']
                 + s['to_shadow_per_mib'] * working_set_mib) * 1e-9
@@ -137,13 +138,13 @@ def loads(text, source='<hardware>'):
 
 def builtin_names():
     return [p.name[:-len('.yaml')]
-            for p in sim.data_files('hardware', '.yaml')]
+            for p in costmodel.data_files('hardware', '.yaml')]
 
 
 def resolve(name_or_path):
     """A shipped profile by name, or a profile file by path."""
     if name_or_path in builtin_names():
-        res = sim.data_dir('hardware') / (name_or_path + '.yaml')
+        res = costmodel.data_dir('hardware') / (name_or_path + '.yaml')
         return loads(res.read_text(encoding='utf-8'),
                      'builtin:%s' % name_or_path)
     if not os.path.exists(name_or_path):

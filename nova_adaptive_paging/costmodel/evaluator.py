@@ -24,11 +24,15 @@ import itertools
 import math
 
 from nova_adaptive_paging import dsp
+from nova_adaptive_paging import vocabulary
 
 HAP, SHADOW = int(dsp.Mode.HAP), int(dsp.Mode.SHADOW)
-MODE_NAMES = ('hap', 'shadow')
+MODE_NAMES = vocabulary.MODES
 EVENTS = ('tlb_miss', 'page_fault', 'cr3_write')
-POLICIES = ('hap', 'shadow', 'adaptive', 'oracle')
+# The policies a trace is replayed under; the oracle is the evaluator's
+# own (per-interval best mode, free switches): no guest can ask for it.
+ORACLE = 'oracle'
+POLICIES = vocabulary.POLICIES + (ORACLE,)
 
 
 def _cumulative(values):
@@ -180,7 +184,7 @@ def evaluate(trace, hardware, profile, interval=None, guest_faults=True,
     for name in policies:
         if name in MODE_NAMES:
             result[name] = replay.static(MODE_NAMES.index(name))
-        elif name == 'adaptive':
+        elif name == vocabulary.ADAPTIVE:
             result[name] = replay.adaptive(
                 profile.thresholds, profile.history_samples, interval,
                 guest_faults=guest_faults, timeline=timeline)
@@ -192,7 +196,7 @@ def evaluate(trace, hardware, profile, interval=None, guest_faults=True,
             'policies': result}
 
 
-def regret(result, policy='adaptive'):
+def regret(result, policy=vocabulary.ADAPTIVE):
     """(policy / best static - 1, policy / oracle - 1) of one result."""
     p = result['policies']
     best = min(p['hap']['time_s'], p['shadow']['time_s'])

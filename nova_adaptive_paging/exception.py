@@ -1,0 +1,11 @@
+"""The base of the errors this package raises for bad input or a refusal.
+
+Each carries a one-line message that names the input (file, key, flag),
+the value and what was expected.  ``nova-paging`` turns any of them into
+that line on stderr and exit status 2 (:mod:`nova_adaptive_paging.cmd`);
+the agent logs the line and keeps its last good state.
+"""
+
+
+class Error(Exception):
+    """A clear, one-line error about an input or the host's state."""

@@ -1,0 +1,14 @@
+"""The production host interface: the one reader and writer of the
+switching patch's files.
+
+``files``: the files under a root (``/`` on a compute node); ``vm``: one
+VM's files, and which VM a libvirt domain is; ``probe``: what the running
+kernel can give, as capabilities; ``switch_cost``: the switch-cost
+measurement.  The agent, the ``host`` and ``abi`` commands and the
+conformance suite go through here.  Nothing here imports the simulated
+host: a simulated host only serves the same files.
+"""
+
+# What ``nova-paging sim-host`` leaves under its root; a measurement there
+# is labelled as modeled.
+SIMULATED_MARKER = '.sim'

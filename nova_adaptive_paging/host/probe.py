@@ -1,0 +1,118 @@
+"""What the running kernel lets this host give, read from its files.
+
+One function per fact, each reading the file the kernel exposes under a
+root (``/`` on a compute node, a directory laid out like it in tests and
+on the simulated host).  :func:`detect` puts them together into
+:class:`~nova_adaptive_paging.capabilities.Capabilities`: a host claims
+switching only when the patch is loaded with an interface version this
+package drives *and* nothing in the running kernel stops the agent from
+switching.
+"""
+
+import os
+
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging import capabilities
+
+TDP_MMU = os.path.join(spec.PARAMS_DIR, spec.PARAM_TDP_MMU)
+AVIC = 'sys/module/kvm_amd/parameters/avic'
+PT_MODE = 'sys/module/kvm_intel/parameters/pt_mode'
+LOCKDOWN = 'sys/kernel/security/lockdown'
+# kvm_intel pt_mode: 0 system-wide tracing, 1 host-guest mode.
+PT_MODE_HOST_GUEST = '1'
+
+
+def _read(root, rel):
+    try:
+        with open(os.path.join(root, rel), encoding='ascii') as f:
+            return f.read().strip()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _flag(value):
+    # Module parameters print bools as Y/N; some as 1/0.
+    return value is not None and value in ('Y', 'y', '1')
+
+
+def abi_version(root):
+    """The loaded patch's interface version; 0 without the patch or with a
+    version this package does not drive (it never drives an interface it
+    does not understand)."""
+    value = _read(root, os.path.join(spec.PARAMS_DIR, spec.PARAM_ABI))
+    if value is None or not value.isdigit() or int(value) != \
+            spec.ABI_VERSION:
+        return 0
+    return int(value)
+
+
+def vendor_tdp(root):
+    """``(vendor module, TDP enabled)``: ``(None, False)`` without KVM."""
+    for module, param in spec.VENDOR_TDP_PARAMS:
+        value = _read(root, os.path.join(spec.vendor_params_dir(module),
+                                         param))
+        if value is not None:
+            return module, _flag(value)
+    return None, False
+
+
+def tdp_mmu(root):
+    """Whether KVM runs the TDP MMU, which the series needs to switch."""
+    return _flag(_read(root, TDP_MMU))
+
+
+def avic(root):
+    """Whether kvm_amd runs with AVIC, which maps the APIC through NPT."""
+    return _flag(_read(root, AVIC))
+
+
+def pt_host_guest(root):
+    """Whether kvm_intel runs Intel PT in host-guest mode."""
+    return _read(root, PT_MODE) == PT_MODE_HOST_GUEST
+
+
+def lockdown(root):
+    """The kernel lockdown level (``none``, ``integrity`` or
+    ``confidentiality``): the bracketed word of securityfs' file.  A
+    kernel without the LSM is ``none``."""
+    value = _read(root, LOCKDOWN)
+    if not value:
+        return 'none'
+    for word in value.split():
+        if word.startswith('[') and word.endswith(']'):
+            return word[1:-1]
+    return 'none'
+
+
+def blockers(root, vendor):
+    """Why the agent could not drive a loaded patch here, one line each.
+
+    The interface's control files are in debugfs, which a locked-down
+    kernel (any level) refuses to write; the series switches only with
+    the TDP MMU; AVIC and Intel PT in host-guest mode make the kernel
+    refuse every switch (Documentation/paging-switch-abi.rst, section 8).
+    """
+    found = []
+    if not tdp_mmu(root):
+        found.append('%s is not Y: the series switches only with the TDP '
+                     'MMU' % TDP_MMU)
+    if vendor == 'kvm_amd' and avic(root):
+        found.append('%s is Y: AVIC maps the APIC through NPT, so no VM '
+                     'may leave it' % AVIC)
+    if vendor == 'kvm_intel' and pt_host_guest(root):
+        found.append('%s is 1: Intel PT in host-guest mode needs EPT'
+                     % PT_MODE)
+    level = lockdown(root)
+    if level != 'none':
+        found.append('%s is %s: a locked-down kernel refuses writes to '
+                     'the interface\'s debugfs files' % (LOCKDOWN, level))
+    return tuple(found)
+
+
+def detect(root, generation, calibrated):
+    """Capabilities of the host whose files are under ``root``."""
+    vendor, tdp = vendor_tdp(root)
+    version = abi_version(root)
+    return capabilities.Capabilities(
+        version, tdp, generation, calibrated, kvm=vendor is not None,
+        blockers=blockers(root, vendor) if version and vendor else ())

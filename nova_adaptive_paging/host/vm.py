@@ -1,0 +1,148 @@
+"""One VM's files of the switching interface, and which VM a libvirt
+domain is.  Every refusal names the file, the value and what was
+expected."""
+
+import errno
+import os
+
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging import dsp
+from nova_adaptive_paging import exception
+from nova_adaptive_paging import vocabulary
+
+# libvirt's QEMU driver writes <domain>.pid here (under the host root).
+LIBVIRT_PID_DIR = 'run/libvirt/qemu'
+
+
+class Refused(exception.Error):
+    """The interface or the VM does not allow what the measurement needs."""
+
+    def __init__(self, rel, value, expected):
+        super().__init__('%s: %s; expected %s' % (rel, value, expected))
+
+
+# The spec's names for the errors it defines (EOPNOTSUPP is ENOTSUP to
+# errno.errorcode on Linux).
+ERRNO_NAMES = {spec.EINVAL: 'EINVAL', spec.EPERM: 'EPERM',
+               spec.EOPNOTSUPP: 'EOPNOTSUPP'}
+
+
+def _errname(exc):
+    return ERRNO_NAMES.get(exc.errno) or errno.errorcode.get(
+        exc.errno, str(exc.errno))
+
+
+def check_abi(transport):
+    """Refuse a host without the interface, or with another version."""
+    rel = '%s/%s' % (spec.PARAMS_DIR, spec.PARAM_ABI)
+    expected = 'ABI version %d (kernel with the paging-switch patch)' % (
+        spec.ABI_VERSION)
+    if not transport.exists(rel):
+        raise Refused(rel, 'missing', expected)
+    value = transport.read(rel).strip()
+    if value != str(spec.ABI_VERSION):
+        raise Refused(rel, value, expected)
+
+
+def vm_for_domain(root, transport, domain):
+    """The ``<pid>-<fd>`` directory of a libvirt domain's QEMU process."""
+    pid_file = os.path.join(root, LIBVIRT_PID_DIR,
+                            domain + '.pid')
+    try:
+        with open(pid_file, encoding='ascii') as f:
+            pid = f.read().strip()
+    except OSError as exc:
+        raise Refused(pid_file, 'cannot be read (%s)' % exc.strerror,
+                      'the pid file of a running libvirt domain')
+    found = sorted(
+        name for name in transport.listdir(spec.DEBUGFS_DIR)
+        if (m := spec.VM_DIR_RE.match(name)) and m.group('pid') == pid
+        and transport.exists('%s/%s/%s' % (spec.DEBUGFS_DIR, name,
+                                           spec.FILE_POLICY)))
+    if len(found) != 1:
+        raise Refused('%s/%s-*' % (spec.DEBUGFS_DIR, pid),
+                      '%d VM directories with %s' % (len(found),
+                                                     spec.FILE_POLICY),
+                      'exactly one (one VM per QEMU process)')
+    return found[0]
+
+
+class Vm:
+    """One VM's per-VM files, with refusals that name file and value."""
+
+    def __init__(self, transport, name):
+        self.t = transport
+        self.name = name
+
+    def rel(self, name):
+        return '%s/%s/%s' % (spec.DEBUGFS_DIR, self.name, name)
+
+    def read(self, name):
+        try:
+            return self.t.read(self.rel(name))
+        except OSError as exc:
+            raise Refused(self.rel(name), 'cannot be read (%s)'
+                          % _errname(exc), 'a VM of the ABI')
+
+    def write(self, name, value, expected):
+        try:
+            self.t.write(self.rel(name), value + '\n')
+        except OSError as exc:
+            raise Refused(self.rel(name), 'writing %r failed with %s'
+                          % (value, _errname(exc)), expected)
+
+    def word(self, name):
+        return self.read(name).strip()
+
+    def parsed(self, name, parse):
+        """``parse`` of the file's text; a bad format names the file."""
+        try:
+            return parse(self.read(name))
+        except spec.AbiFormatError as exc:
+            raise Refused(self.rel(name), str(exc),
+                          'the format of ABI version %d' % spec.ABI_VERSION)
+
+    def stats(self):
+        return self.parsed(spec.FILE_STATS, spec.parse_stats)
+
+    def thresholds(self):
+        """The effective set and whether it is a per-VM override."""
+        return self.parsed(spec.FILE_THRESHOLDS, spec.parse_vm_thresholds)
+
+    def set_policy(self, policy):
+        self.write(spec.FILE_POLICY, policy,
+                   'a VM that can run in hap and in shadow mode')
+
+    def switch(self, mode):
+        self.write(spec.FILE_SWITCH, mode, 'policy adaptive')
+
+
+def no_engine_thresholds(current):
+    """The VM's thresholds with the longest window and interval: the
+    engine cannot decide within ``HISTORY_MAX`` hours."""
+    return spec.ThresholdSet(current.thresholds, dsp.HISTORY_MAX,
+                             spec.INTERVAL_MS_RANGE[1])
+
+
+class Saved:
+    """A VM's policy, mode and threshold override, and how to restore them."""
+
+    def __init__(self, vm):
+        self.vm = vm
+        self.policy = vm.word(spec.FILE_POLICY)
+        self.mode = vm.word(spec.FILE_MODE)
+        self.thresholds, self.override = vm.thresholds()
+
+    def restore(self):
+        vm = self.vm
+        if self.policy == vocabulary.ADAPTIVE:
+            vm.set_policy(self.mode)    # back to its mode, then hand over
+        vm.write(spec.FILE_THRESHOLDS,
+                 self.thresholds.format().strip() if self.override
+                 else 'default', 'a per-VM threshold override')
+        vm.set_policy(self.policy)
+
+    def describe(self):
+        return 'policy %s, mode %s, thresholds %s' % (
+            self.policy, self.mode, 'override' if self.override
+            else 'host default')

@@ -1,0 +1,78 @@
+"""The project's names, each defined once.
+
+Paging modes and policies, the flavor extra-spec keys, the placement
+trait names and the aggregate metadata key.  The validators, the filter,
+the host interface, the kernel interface's spec, the cost model, the
+simulated host and the docs all take them from here; metric names live
+in :mod:`nova_adaptive_paging.telemetry.metrics`.
+"""
+
+import enum
+import re
+
+# -- paging modes: what a VM runs in -------------------------------------
+# In the order of the kernel's numeric modes (dsp.Mode: HAP=0, SHADOW=1).
+HAP = 'hap'
+SHADOW = 'shadow'
+MODES = (HAP, SHADOW)
+
+
+# -- policies: what a guest asks for -------------------------------------
+class Paging(str, enum.Enum):
+    """A paging policy: one mode pinned, or switched at run time.  In the
+    kernel interface's order (``paging_policy``, ``paging_stats``)."""
+
+    HAP = HAP
+    SHADOW = SHADOW
+    ADAPTIVE = 'adaptive'
+
+    def __str__(self):
+        return self.value
+
+
+ADAPTIVE = Paging.ADAPTIVE.value
+POLICIES = tuple(p.value for p in Paging)
+
+# -- flavor extra specs ------------------------------------------------------
+KEY_POLICY = 'hw:paging'
+KEY_INTERVAL = 'hw:paging_interval'
+KEY_PROFILE = 'hw:paging_profile'
+KEYS = (KEY_POLICY, KEY_INTERVAL, KEY_PROFILE)
+
+# -- placement traits on a compute node's resource provider ---------------
+TRAIT_PREFIX = 'CUSTOM_PAGING_'
+# The host can honour adaptive: switching patch with a known interface
+# version, and both modes.
+TRAIT_SWITCHING = TRAIT_PREFIX + 'SWITCHING'
+TRAIT_HAP = TRAIT_PREFIX + 'HAP'
+TRAIT_SHADOW = TRAIT_PREFIX + 'SHADOW'
+# The host's CPU generation has a threshold profile of its own.
+TRAIT_CALIBRATED = TRAIT_PREFIX + 'PROFILE_CALIBRATED'
+TRAIT_CPU_PREFIX = TRAIT_PREFIX + 'CPU_'
+
+REQUIRED_TRAIT = {
+    Paging.ADAPTIVE: TRAIT_SWITCHING,
+    Paging.HAP: TRAIT_HAP,
+    Paging.SHADOW: TRAIT_SHADOW,
+}
+MODE_TRAITS = frozenset(REQUIRED_TRAIT.values())
+
+# A flavor (or an image property) asks placement for a trait with Nova's
+# ``trait:<NAME>=required``.
+TRAIT_SPEC_PREFIX = 'trait:'
+TRAIT_REQUIRED = 'required'
+
+
+def trait_spec_key(trait):
+    return TRAIT_SPEC_PREFIX + trait
+
+
+def cpu_trait(generation):
+    """CUSTOM_PAGING_CPU_<KEY>: placement trait names are [A-Z0-9_]."""
+    return TRAIT_CPU_PREFIX + re.sub(r'[^A-Z0-9]', '_', generation.upper())
+
+
+# -- aggregate metadata ----------------------------------------------------
+# Withholds policies from an aggregate's hosts (comma-separated subset of
+# POLICIES).
+AGGREGATE_KEY = 'adaptive_paging:policies'

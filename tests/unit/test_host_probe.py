@@ -1,0 +1,121 @@
+"""What a host can give, read from a root laid out like a compute node's
+/sys (the kernel's file names and formats: Linux 6.12's module
+parameters print bools as Y/N, securityfs brackets the lockdown level)."""
+
+import pytest
+
+from nova_adaptive_paging.host import probe
+from nova_adaptive_paging import vocabulary
+
+P = vocabulary.Paging
+
+
+def write(root, rel, text):
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + '\n')
+
+
+def host_root(tmp_path, abi=None, module='kvm_amd', tdp='Y', tdp_mmu='Y',
+              **extra):
+    if abi is not None:
+        write(tmp_path, 'sys/module/kvm/parameters/paging_switch_abi',
+              str(abi))
+    if module:
+        write(tmp_path, 'sys/module/%s/parameters/%s' % (
+            module, 'npt' if module == 'kvm_amd' else 'ept'), tdp)
+        write(tmp_path, 'sys/module/kvm/parameters/tdp_mmu', tdp_mmu)
+    for rel, text in extra.items():
+        write(tmp_path, rel, text)
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize('abi,module,tdp,modes,switching', [
+    (1, 'kvm_amd', 'Y', {P.ADAPTIVE, P.HAP, P.SHADOW}, True),
+    (1, 'kvm_intel', 'N', {P.SHADOW}, False),     # patched, ept=0
+    (None, 'kvm_intel', 'Y', {P.HAP}, False),     # stock KVM
+    (None, 'kvm_amd', 'N', {P.SHADOW}, False),    # stock, npt=0
+    (2, 'kvm_amd', 'Y', {P.HAP}, False),          # unknown ABI: no patch
+    ('1x', 'kvm_amd', 'Y', {P.HAP}, False),       # unreadable version
+    (None, None, 'Y', set(), False),              # no KVM at all
+])
+def test_detect(tmp_path, abi, module, tdp, modes, switching):
+    c = probe.detect(host_root(tmp_path, abi, module, tdp), 'amd-zen3',
+                     calibrated=False)
+    assert c.modes == modes
+    assert (vocabulary.TRAIT_SWITCHING in c.traits()) == switching
+    assert (vocabulary.TRAIT_SHADOW in c.traits()) == (P.SHADOW in modes)
+    assert 'CUSTOM_PAGING_CPU_AMD_ZEN3' in c.traits()
+    assert vocabulary.TRAIT_CALIBRATED not in c.traits()
+
+
+# Each fact that stops the agent from driving a loaded patch: the host
+# then claims what stock KVM gives (hap with TDP on), never shadow or
+# adaptive, and says why.
+BLOCKED = [
+    ('kvm_amd', {'sys/module/kvm_amd/parameters/avic': 'Y'}, 'AVIC'),
+    ('kvm_amd', {'sys/module/kvm/parameters/tdp_mmu': 'N'}, 'TDP MMU'),
+    ('kvm_intel', {'sys/module/kvm_intel/parameters/pt_mode': '1'},
+     'Intel PT'),
+    ('kvm_amd', {'sys/kernel/security/lockdown':
+                 'none [integrity] confidentiality'}, 'integrity'),
+    ('kvm_intel', {'sys/kernel/security/lockdown':
+                   'none integrity [confidentiality]'}, 'confidentiality'),
+]
+
+
+@pytest.mark.parametrize('module,files,reason', BLOCKED)
+def test_a_kernel_that_cannot_be_driven_claims_no_switching(
+        tmp_path, module, files, reason):
+    root = host_root(tmp_path, 1, module, 'Y')
+    for rel, text in files.items():
+        write(tmp_path, rel, text)
+    c = probe.detect(root, 'amd-zen3', calibrated=True)
+    assert c.modes == {P.HAP}
+    assert not {vocabulary.TRAIT_SWITCHING, vocabulary.TRAIT_SHADOW} & \
+        c.traits()
+    assert len(c.blockers) == 1 and reason in c.blockers[0]
+
+
+def test_missing_tdp_mmu_parameter_blocks(tmp_path):
+    root = host_root(tmp_path, 1, 'kvm_amd', 'Y')
+    (tmp_path / 'sys/module/kvm/parameters/tdp_mmu').unlink()
+    assert not probe.tdp_mmu(root)
+    assert probe.detect(root, 'amd-zen3', False).modes == {P.HAP}
+
+
+def test_facts_that_do_not_block(tmp_path):
+    # AVIC matters on AMD only, PT host-guest mode on Intel only, and an
+    # unlocked kernel or one without the lockdown LSM is "none".
+    root = host_root(tmp_path, 1, 'kvm_intel', 'Y', **{
+        'sys/module/kvm_amd/parameters/avic': 'Y',
+        'sys/kernel/security/lockdown': '[none] integrity confidentiality'})
+    assert probe.lockdown(root) == 'none'
+    assert probe.detect(root, 'intel-icelake-server', False).switching
+    assert probe.lockdown(str(tmp_path / 'elsewhere')) == 'none'
+    root2 = host_root(tmp_path / 'amd', 1, 'kvm_amd', 'Y', **{
+        'sys/module/kvm_intel/parameters/pt_mode': '1',
+        'sys/module/kvm_amd/parameters/avic': 'N'})
+    assert probe.detect(root2, 'amd-zen3', False).switching
+
+
+def test_stock_host_reports_no_blockers(tmp_path):
+    # Blockers are about driving the patch; without it there is nothing
+    # to drive, and a stock host with AVIC still gives hap.
+    root = host_root(tmp_path, None, 'kvm_amd', 'Y', **{
+        'sys/module/kvm_amd/parameters/avic': 'Y'})
+    c = probe.detect(root, 'amd-zen3', False)
+    assert c.blockers == () and c.modes == {P.HAP}
+
+
+def test_trait_names_are_placement_safe():
+    # Placement: custom traits are CUSTOM_ then [A-Z0-9_].
+    assert vocabulary.cpu_trait('intel-icelake-server') == \
+        'CUSTOM_PAGING_CPU_INTEL_ICELAKE_SERVER'
+    assert vocabulary.cpu_trait('intel-6-254') == \
+        'CUSTOM_PAGING_CPU_INTEL_6_254'
+
+
+def test_every_policy_has_one_trait():
+    assert set(vocabulary.REQUIRED_TRAIT) == set(P)
+    assert len(vocabulary.MODE_TRAITS) == len(P)

@@ -1,0 +1,38 @@
+"""The metric names' one definition against the Prometheus conventions
+and the kernel's paging_stats keys."""
+
+import re
+
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging.telemetry import metrics
+
+# Prometheus' metric and label name grammar.
+NAME = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*$')
+LABEL = re.compile(r'^[a-zA-Z_][a-zA-Z0-9_]*$')
+
+
+def test_names_follow_the_prometheus_conventions():
+    assert len(metrics.BY_NAME) == len(metrics.ALL) >= 10
+    for m in metrics.ALL:
+        assert NAME.match(m.name) and m.name.startswith('nova_paging_'), m
+        assert all(LABEL.match(label) and not label.startswith('__')
+                   for label in m.labels), m
+        # Counters end in _total; nothing is exported in nanoseconds.
+        assert m.name.endswith('_total') == (m.kind == metrics.COUNTER), m
+        assert '_ns' not in m.name and m.help.endswith('.'), m
+
+
+def test_sources_are_paging_stats_keys_in_base_units():
+    for m in metrics.ALL:
+        if m.source is None:
+            continue
+        assert m.source in spec.STATS_KEYS, m
+        assert (m.scale == 1e-9) == m.source.endswith('_ns'), m
+        assert m.name.endswith('seconds_total') == m.source.endswith('_ns')
+    # Every counter the kernel keeps per guest is exported once.
+    counters = [k for k in spec.STATS_KEYS
+                if k.startswith(('switches_', 'time_', 'shadow_maint'))
+                or k == 'samples']
+    sources = [m.source for m in metrics.ALL if m.source]
+    assert sorted(set(counters) - set(sources)) == []
+    assert len(sources) == len(set(sources))

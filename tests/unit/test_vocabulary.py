@@ -1,0 +1,20 @@
+"""The one vocabulary against the numbers and words others define."""
+
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging import dsp
+from nova_adaptive_paging import vocabulary
+
+
+def test_modes_in_the_kernels_numeric_order():
+    # The kernel interface numbers modes HAP=0, SHADOW=1 (dsp.Mode, the C
+    # twin's enum); the words index by that number.
+    assert vocabulary.MODES[dsp.Mode.HAP] == 'hap'
+    assert vocabulary.MODES[dsp.Mode.SHADOW] == 'shadow'
+    assert [str(m) for m in dsp.Mode] == list(vocabulary.MODES)
+
+
+def test_policies_are_the_modes_and_adaptive():
+    assert vocabulary.POLICIES == vocabulary.MODES + ('adaptive',)
+    # The interface prints the same words (paging_policy, paging_stats).
+    assert spec.POLICIES == vocabulary.POLICIES
+    assert spec.STATS_WORDS['mode'] == vocabulary.MODES
