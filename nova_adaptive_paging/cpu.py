@@ -135,3 +135,24 @@ def host_generation(cpuinfo_path='/proc/cpuinfo', libvirt_model=None):
     with open(cpuinfo_path, encoding='utf-8') as f:
         vendor, family, model, stepping = parse_cpuinfo(f.read())
     return generation_key(vendor, family, model, libvirt_model, stepping)
+
+
+# The fallback form generation_key() gives a CPU its tables do not know.
+_FALLBACK_KEY = re.compile(r'^[a-z0-9]+-\d+-\d+$')
+
+
+def named_keys():
+    """Every generation key the tables above name."""
+    keys = {'intel-%s' % gen for gen in _INTEL_FAM6.values()}
+    keys |= {'intel-cascadelake-server', 'intel-cooperlake-server'}
+    keys |= {'amd-%s' % gen for ranges in _AMD.values()
+             for _, _, gen in ranges}
+    return keys | set(_LIBVIRT.values())
+
+
+def is_generation_key(key):
+    """Whether generation_key() can return ``key`` for some CPU: a named
+    generation or the ``<vendor>-<family>-<model>`` fallback.  A profile
+    filed under anything else would never be selected."""
+    return isinstance(key, str) and (key in named_keys()
+                                     or bool(_FALLBACK_KEY.match(key)))

@@ -54,8 +54,13 @@ class Mode(enum.IntEnum):
 
     @classmethod
     def parse(cls, text):
+        """The mode of a word of the vocabulary (kernel text: surrounding
+        whitespace aside, exactly ``hap`` or ``shadow``)."""
+        word = text.strip()
         try:
-            return cls[text.strip().upper()]
+            if word != word.lower():
+                raise KeyError(word)
+            return cls[word.upper()]
         except KeyError:
             raise ValueError('unknown paging mode %r; expected one of: %s'
                              % (text, ', '.join(str(m) for m in cls)))

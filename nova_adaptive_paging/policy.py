@@ -24,7 +24,7 @@ from nova_adaptive_paging import profiles
 from nova_adaptive_paging import vocabulary
 
 INTERVAL_MIN, INTERVAL_MAX = 1, 60
-PROFILE_PATTERN = profiles.NAME_RE.pattern[1:-1]
+PROFILE_PATTERN = profiles.NAME_PATTERN
 
 _ALIASES = {'ept': vocabulary.HAP, 'npt': vocabulary.HAP,
             'tdp': vocabulary.HAP, 'nested': vocabulary.HAP,
@@ -73,15 +73,20 @@ class PagingPolicy:
 
 
 def parse_paging(value):
-    """Validate a ``hw:paging`` value; return the vocabulary.Paging."""
-    text = value.strip().lower() if isinstance(value, str) else value
+    """Validate a ``hw:paging`` value; return the vocabulary.Paging.
+
+    Exactly one of the words, as Nova's validator (an enum) and the
+    kernel interface take them: ``HAP`` or ``hap `` is refused with a
+    hint, never quietly accepted by one parser and refused by another."""
     try:
-        return vocabulary.Paging(text)
+        return vocabulary.Paging(value)
     except ValueError:
         expected = 'one of %s' % ', '.join(vocabulary.POLICIES)
-        if text in _ALIASES:
-            expected += ' (aliases are not accepted: did you mean %r?)' % (
-                _ALIASES[text],)
+        text = value.strip().lower() if isinstance(value, str) else value
+        hint = _ALIASES.get(text) or (text if text in vocabulary.POLICIES
+                                      else None)
+        if hint:
+            expected += ' (did you mean %r?)' % hint
         raise PolicyError(vocabulary.KEY_POLICY, value, expected)
 
 
@@ -100,7 +105,7 @@ def parse_interval(value):
 
 def parse_profile(value):
     """Validate a ``hw:paging_profile`` value (a profile name)."""
-    if not isinstance(value, str) or not profiles.NAME_RE.match(value):
+    if not isinstance(value, str) or not profiles.NAME_RE.fullmatch(value):
         raise PolicyError(vocabulary.KEY_PROFILE, value,
                           'a profile name matching %s' % PROFILE_PATTERN)
     return value

@@ -28,6 +28,7 @@ import dataclasses
 import datetime
 import decimal
 import importlib.resources
+import logging
 import re
 
 import yaml
@@ -35,11 +36,16 @@ import yaml
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging import exception
 
+LOG = logging.getLogger(__name__)
+
 FORMAT_VERSION = 1
 FALLBACK_GENERATION = 'intel-nehalem'
 METHODS = ('paper', 'calibrated', 'profiled', 'manual')
 INTERVAL_RANGE = (1, 3600)
-NAME_RE = re.compile(r'^[a-z0-9][a-z0-9._-]{0,62}$')
+# Profile and generation names.  Matched whole (fullmatch, as Nova matches
+# an extra spec's pattern): '$' alone would let a trailing newline in.
+NAME_PATTERN = r'[a-z0-9][a-z0-9._-]{0,62}'
+NAME_RE = re.compile(NAME_PATTERN)
 
 _MILLI = decimal.Decimal(1000)
 
@@ -135,7 +141,7 @@ def from_dict(doc, source='<profile>'):
         raise ProfileError(source, 'format_version', 'expected %d, got %r'
                            % (FORMAT_VERSION, doc.get('format_version')))
     generation = doc.get('generation')
-    if not isinstance(generation, str) or not NAME_RE.match(generation):
+    if not isinstance(generation, str) or not NAME_RE.fullmatch(generation):
         raise ProfileError(source, 'generation', 'expected a key like '
                            '"intel-icelake-server", got %r' % (generation,))
 
@@ -231,20 +237,40 @@ def builtin(generation=FALLBACK_GENERATION):
 class ProfileSet:
     """Profiles by generation, with the built-in fallback.
 
-    ``reload`` validates every file before it replaces anything, so a bad
-    file leaves the last good set in force and is reported to the caller.
+    ``reload`` takes each file on its own: a file that does not load is
+    left out alone (and keeps the profile it gave at the last reload, its
+    last good state), and every other file still applies.
     """
 
     def __init__(self):
         self._profiles = {name: builtin(name) for name in builtin_names()}
+        self._by_path = {}
 
     def reload(self, paths):
-        """Load ``paths`` over the built-ins; on error keep the old set."""
+        """Load ``paths`` (in order) over the built-ins; return one
+        ProfileError per file left out, each also logged."""
         fresh = {name: builtin(name) for name in builtin_names()}
+        by_path, errors, owner = {}, [], {}
         for path in paths:
-            profile = load(path)
+            try:
+                profile = load(path)
+                if profile.generation in owner:
+                    raise ProfileError(path, 'generation', '%s is also the '
+                                       'generation of %s, which applies' % (
+                                           profile.generation,
+                                           owner[profile.generation]))
+            except ProfileError as exc:
+                errors.append(exc)
+                profile = self._by_path.get(path)
+                LOG.warning('%s; left out%s', exc, '' if profile is None
+                            else ', its last good version stays in force')
+                if profile is None or profile.generation in owner:
+                    continue
             fresh[profile.generation] = profile
-        self._profiles = fresh
+            owner[profile.generation] = path
+            by_path[path] = profile
+        self._profiles, self._by_path = fresh, by_path
+        return errors
 
     def for_generation(self, generation):
         """The profile for ``generation``, else the fallback profile."""

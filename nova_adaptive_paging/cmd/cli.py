@@ -13,8 +13,10 @@ from nova_adaptive_paging.cmd import host
 from nova_adaptive_paging.cmd import sim_host
 from nova_adaptive_paging.cmd import simulate
 from nova_adaptive_paging.cmd import switch_cost
+from nova_adaptive_paging import conf
 from nova_adaptive_paging import policy
 from nova_adaptive_paging import profiles
+from nova_adaptive_paging import host as hostiface
 from nova_adaptive_paging.host import files
 from nova_adaptive_paging import vocabulary
 
@@ -34,8 +36,10 @@ def main(config_files):
         args += ['--config-file', path]
     try:
         CONF(args, project='nova-adaptive-paging', default_config_files=[])
+        conf.check_values(CONF)
     except Exception as exc:  # oslo.config's errors share no base class
-        _fail('configuration: %s' % exc)
+        _fail('configuration %s: %s' % (', '.join(config_files) or
+                                        '(defaults)', exc))
 
 
 # -- policy ----------------------------------------------------------------
@@ -159,7 +163,17 @@ def abi_group():
 @click.option('--vm', metavar='PID-FD', help='VM directory to exercise.')
 def abi_conformance(root, vm):
     """Check an implementation of the interface against the spec."""
-    results = conformance.run(files.FileTransport(root), vm)
+    transport = files.FileTransport(root)
+    version = '%s/%s' % (spec.PARAMS_DIR, spec.PARAM_ABI)
+    if not transport.exists(version):
+        _fail('--root %s: not a root of the switching interface (no %s)'
+              % (root, version))
+    if vm is None and not hostiface.simulated(root):
+        _fail('--root %s: not a simulated host: the suite changes the '
+              'policy, mode and thresholds of the VM it exercises and the '
+              'host-wide thresholds, so it touches no VM it was not given: '
+              'start a test VM and name it with --vm PID-FD' % root)
+    results = conformance.run(transport, vm)
     for name, error in results:
         click.echo('%s %s%s' % ('PASS' if error is None else 'FAIL', name,
                                 '' if error is None else ': ' + error))

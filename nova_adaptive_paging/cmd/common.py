@@ -47,16 +47,13 @@ class Boundary(click.Group):
 
 def profile_set():
     """Built-ins plus the configured directories; a bad file is reported
-    and leaves the built-ins in force."""
+    and left out on its own."""
     found = profiles.ProfileSet()
     paths = []
     for directory in CONF.adaptive_paging.profile_dirs:
         paths += sorted(glob.glob(os.path.join(directory, '*.yaml')))
-    try:
-        found.reload(paths)
-    except profiles.ProfileError as exc:
-        click.echo('warning: %s; using the built-in profiles' % exc,
-                   err=True)
+    for exc in found.reload(paths):
+        click.echo('warning: %s; left out' % exc, err=True)
     return found
 
 

@@ -5,6 +5,7 @@ import json
 import click
 
 from nova_adaptive_paging.cmd import common
+from nova_adaptive_paging import fileutil
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging import costmodel
 from nova_adaptive_paging.tuning import calibrate as calibration
@@ -62,6 +63,13 @@ def simulate(trace_paths, more_traces, hw_name, thresholds, interval,
                    else profiles.builtin())
     except profiles.ProfileError as exc:
         common.fail(str(exc))
+    if plot:
+        fileutil.check_writable(plot)
+        try:
+            from nova_adaptive_paging.costmodel import plot as plotting
+            plotting.backend()
+        except ImportError:
+            common.fail('--plot needs matplotlib (pip install matplotlib)')
     loaded = _traces(trace_paths)
     results, timelines = [], []
     for trace in loaded:
@@ -71,11 +79,7 @@ def simulate(trace_paths, more_traces, hw_name, thresholds, interval,
             timeline=timeline))
         timelines.append(timeline)
     if plot:
-        from nova_adaptive_paging.costmodel import plot as plotting
-        try:
-            plotting.draw(plot, loaded, timelines, profile)
-        except ImportError:
-            common.fail('--plot needs matplotlib (pip install matplotlib)')
+        plotting.draw(plot, loaded, timelines, profile)
     click.echo(costmodel.MODELED_NOTE, err=True)
     if as_json:
         click.echo(json.dumps(results, indent=2))
@@ -114,6 +118,7 @@ def simulate(trace_paths, more_traces, hw_name, thresholds, interval,
 def calibrate(hw_name, out, trace_paths, interval, generation):
     """Derive DSP thresholds from a hardware profile's costs (modeled)."""
     hw = _hardware(hw_name)
+    fileutil.check_writable(out)       # before minutes of searching
     loaded = (_traces(trace_paths) if trace_paths
               else list(traces.builtin().values()))
     try:
@@ -125,8 +130,7 @@ def calibrate(hw_name, out, trace_paths, interval, generation):
             'the MODELED\n# costs of hardware profile %s.\n' % hw.name
             + profile.dump())
     profiles.loads(text, out)        # never write what cannot be loaded
-    with open(out, 'w', encoding='utf-8') as f:
-        f.write(text)
+    fileutil.atomic_write(out, text)
     click.echo('%s: break-even P-to-T %.4g; history %d; worst %+.2f %%, '
                'mean %+.2f %% from the better static mode over %d traces '
                '(modeled)' % (out, report['break_even_pt'],

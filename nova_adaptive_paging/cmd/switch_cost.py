@@ -1,7 +1,6 @@
 """``nova-paging abi switch-cost``: the switch-cost measurement
 (:mod:`nova_adaptive_paging.host.switch_cost`) from the command line."""
 
-import os
 import signal
 
 import click
@@ -12,11 +11,6 @@ from nova_adaptive_paging import host
 from nova_adaptive_paging.host import files
 from nova_adaptive_paging.host import switch_cost as measure
 from nova_adaptive_paging.host import vm as vmfiles
-
-
-def modeled(root):
-    """Whether ROOT is served by ``nova-paging sim-host``."""
-    return os.path.isdir(os.path.join(root, host.SIMULATED_MARKER))
 
 
 @click.command('switch-cost')
@@ -58,7 +52,7 @@ def switch_cost(root, vm, domain, workload, repeats, period, at, runs):
     if bool(vm) == bool(domain):
         common.fail('give exactly one of --vm and --domain')
     transport = files.FileTransport(root)
-    is_modeled = modeled(root)
+    is_modeled = host.simulated(root)
     # SIGTERM ends the command like Ctrl-C: the VM is restored first.
     old = signal.signal(signal.SIGTERM, _interrupt)
     try:

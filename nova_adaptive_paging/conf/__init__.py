@@ -16,3 +16,17 @@ CONF = cfg.ConfigOpts()
 
 adaptive_paging.register_opts(CONF)
 placement.register_opts(CONF)
+
+
+def check_values(conf, groups=(adaptive_paging.adaptive_paging_group,)):
+    """Read every option of ``groups`` once: oslo.config checks a value
+    only when it is read, and a bad one must stop a command (or the agent)
+    at start, not in the middle of its work.  Raises ValueError naming
+    ``[group] option`` and what was expected."""
+    for group in groups:
+        for name in conf[group.name]:
+            try:
+                conf[group.name][name]
+            except (cfg.Error, ValueError) as exc:
+                reason = str(exc).split(' is not valid: ', 1)[-1]
+                raise ValueError('[%s] %s: %s' % (group.name, name, reason))

@@ -24,6 +24,7 @@ import itertools
 import math
 
 from nova_adaptive_paging import dsp
+from nova_adaptive_paging import exception
 from nova_adaptive_paging import vocabulary
 
 HAP, SHADOW = int(dsp.Mode.HAP), int(dsp.Mode.SHADOW)
@@ -175,11 +176,28 @@ class Replay:
                 'time_hap_s': in_mode[HAP], 'time_shadow_s': in_mode[SHADOW]}
 
 
+# The replays step once per sampling interval of modeled time; a trace
+# and hardware profile that model more intervals than this would run for
+# hours, and describe no guest anyone runs (a day at 0.1 s is 864,000).
+MAX_INTERVALS = 10 ** 6
+
+
+class EvaluationError(exception.Error):
+    pass
+
+
 def evaluate(trace, hardware, profile, interval=None, guest_faults=True,
              policies=POLICIES, timeline=None):
     """Every policy on one trace: the JSON object ``simulate`` prints."""
     replay = Replay(trace, hardware)
     interval = float(interval or profile.interval_s)
+    longest = max(replay.static(m)['time_s'] for m in (HAP, SHADOW))
+    if longest / interval > MAX_INTERVALS:
+        raise EvaluationError(
+            '%s on hardware %s: %.3g s modeled is %.3g sampling intervals of '
+            '%g s; expected at most %d (check the trace\'s counts)' % (
+                trace.name, hardware.name, longest, longest / interval,
+                interval, MAX_INTERVALS))
     result = {}
     for name in policies:
         if name in MODE_NAMES:
@@ -188,7 +206,7 @@ def evaluate(trace, hardware, profile, interval=None, guest_faults=True,
             result[name] = replay.adaptive(
                 profile.thresholds, profile.history_samples, interval,
                 guest_faults=guest_faults, timeline=timeline)
-        elif name == 'oracle':
+        elif name == ORACLE:
             result[name] = replay.oracle(interval)
         else:
             raise ValueError('unknown policy %r' % name)
@@ -202,6 +220,6 @@ def regret(result, policy=vocabulary.ADAPTIVE):
     best = min(p['hap']['time_s'], p['shadow']['time_s'])
     mine = p[policy]['time_s']
     out = [mine / best - 1.0]
-    if 'oracle' in p:
-        out.append(mine / p['oracle']['time_s'] - 1.0)
+    if ORACLE in p:
+        out.append(mine / p[ORACLE]['time_s'] - 1.0)
     return tuple(out)

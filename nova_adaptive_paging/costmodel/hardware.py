@@ -28,6 +28,7 @@ import yaml
 
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging import costmodel
+from nova_adaptive_paging import cpu
 from nova_adaptive_paging import vocabulary
 
 FORMAT_VERSION = 1
@@ -35,8 +36,8 @@ MODES = vocabulary.MODES
 EVENTS = ('tlb_miss', 'page_fault', 'cr3_write')
 SWITCHES = ('to_hap', 'to_shadow', 'to_shadow_per_mib')
 CALIBRATION = ('reference_ips', 'reference_working_set_mib')
-TOP = ('format_version', 'name', 'description', 'event_cost_ns',
-       'switch_cost_ns', 'calibration', 'sources')
+TOP = ('format_version', 'name', 'generation', 'description',
+       'event_cost_ns', 'switch_cost_ns', 'calibration', 'sources')
 
 
 class HardwareError(profiles.ProfileError):
@@ -52,6 +53,8 @@ class Hardware:
     reference_ips: float
     reference_working_set_mib: float
     sources: dict
+    # The CPU generation key (cpu.py) the costs were measured on, if any.
+    generation: str = None
 
     def cost_s(self, mode, event):
         return self.event_cost_ns[mode][event] * 1e-9
@@ -97,6 +100,11 @@ def from_dict(doc, source='<hardware>'):
     name = doc.get('name')
     if not isinstance(name, str) or not name:
         raise HardwareError(source, 'name', 'expected a non-empty string')
+    generation = doc.get('generation')
+    if generation is not None and not cpu.is_generation_key(generation):
+        raise HardwareError(source, 'generation', 'expected a CPU '
+                            'generation key as "nova-paging cpu-generation" '
+                            'prints it, got %r' % (generation,))
     events = _mapping(doc, 'event_cost_ns', source, MODES)
     costs = {}
     for mode in MODES:
@@ -125,7 +133,8 @@ def from_dict(doc, source='<hardware>'):
     if not isinstance(sources, dict):
         raise HardwareError(source, 'sources', 'expected a mapping')
     return Hardware(name, str(doc.get('description', '')), costs, switch,
-                    ips, wss, {str(k): str(v) for k, v in sources.items()})
+                    ips, wss, {str(k): str(v) for k, v in sources.items()},
+                    generation)
 
 
 def loads(text, source='<hardware>'):

@@ -1,14 +1,24 @@
 """``simulate --plot``: the adaptive policy's mode over time (matplotlib)."""
 
+from nova_adaptive_paging import fileutil
 from nova_adaptive_paging import profiles
+from nova_adaptive_paging import vocabulary
+
+
+def backend():
+    """matplotlib drawing to files: Agg needs no display, whatever
+    MPLBACKEND or DISPLAY say.  ImportError without matplotlib."""
+    import matplotlib
+    matplotlib.use('Agg', force=True)
+    from matplotlib import pyplot
+    return pyplot
 
 
 def draw(path, loaded, timelines, profile):
     """One panel per trace: FTLB and FPF (log scale) with the thresholds,
-    and the mode the adaptive policy ran."""
-    import matplotlib
-    matplotlib.use('Agg')
-    from matplotlib import pyplot
+    and the mode the adaptive policy ran.  The PNG replaces ``path``
+    whole."""
+    pyplot = backend()
 
     t = profile.thresholds
     fig, axes = pyplot.subplots(len(loaded), 1, squeeze=False,
@@ -36,8 +46,11 @@ def draw(path, loaded, timelines, profile):
         mode_ax.step(times, [p[1] for p in timeline], where='post',
                      color='black', label='mode (0 hap, 1 shadow)')
         mode_ax.set_ylim(-0.1, 1.1)
-        mode_ax.set_yticks([0, 1], ['hap', 'shadow'])
+        mode_ax.set_yticks([0, 1], list(vocabulary.MODES))
         ax.legend(loc='upper left', fontsize='small')
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    pyplot.close(fig)
+    try:
+        fileutil.atomic_write(path, writer=lambda f: fig.savefig(
+            f, format='png', dpi=90), binary=True)
+    finally:
+        pyplot.close(fig)

@@ -26,6 +26,12 @@ from nova_adaptive_paging import costmodel
 from nova_adaptive_paging import exception
 
 REQUIRED = ('interval_s', 'instructions', 'tlb_misses', 'page_faults')
+# Counts per second of trace time a guest can produce at most: a 100-vCPU
+# guest at 10 GHz retiring one instruction per cycle (events are rarer
+# than instructions).  Beyond it a count is a typo (1e30), and replaying
+# it would model years per row.
+MAX_RATE = 1e12
+COUNTS = ('instructions', 'tlb_misses', 'page_faults', 'cr3_writes')
 OPTIONAL = ('cr3_writes', 'working_set_mib')
 COLUMNS = REQUIRED + OPTIONAL
 
@@ -85,6 +91,7 @@ def loads(text, source='<trace>', name=None):
     header = None
     rows = []
     comments = []
+    last_data = None
     for lineno, raw in enumerate(io.StringIO(text), 1):
         line = raw.strip()
         if not line:
@@ -112,11 +119,26 @@ def loads(text, source='<trace>', name=None):
             raise TraceError(source, lineno, 'interval_s',
                              'must be > 0, got %r' % cells[index[
                                  'interval_s']])
+        for c in COUNTS:
+            rate = row.get(c, 0.0) / row['interval_s']
+            if rate > MAX_RATE:
+                raise TraceError(source, lineno, c, '%s in %s s is %.3g per '
+                                 'second; expected at most %.0e per second '
+                                 '(a 100-vCPU guest at 10 GHz)' % (
+                                     cells[index[c]],
+                                     cells[index['interval_s']], rate,
+                                     MAX_RATE))
+        last_data = (lineno, raw)
         rows.append(row)
     if header is None:
         raise TraceError(source, None, None, 'empty: no header row')
     if not rows:
         raise TraceError(source, None, None, 'no data rows')
+    if not last_data[1].endswith('\n'):
+        # A writer always ends its rows; a cut file loses the end of its
+        # last number without losing a cell.
+        raise TraceError(source, last_data[0], None, 'the last row has no '
+                         'line end: the file looks truncated')
     columns = {c: tuple(r.get(c, 0.0) for r in rows) for c in COLUMNS}
     return Trace(name=name or _name_of(source),
                  has_working_set='working_set_mib' in index,

@@ -9,6 +9,13 @@ conformance suite go through here.  Nothing here imports the simulated
 host: a simulated host only serves the same files.
 """
 
+import os
+
 # What ``nova-paging sim-host`` leaves under its root; a measurement there
 # is labelled as modeled.
 SIMULATED_MARKER = '.sim'
+
+
+def simulated(root):
+    """Whether ``root`` is served by ``nova-paging sim-host``."""
+    return os.path.isdir(os.path.join(root, SIMULATED_MARKER))

@@ -29,6 +29,7 @@ import uuid as uuidlib
 
 from nova_adaptive_paging.abi import model
 from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging import fileutil
 from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.costmodel import evaluator
 from nova_adaptive_paging.simhost import libvirt_xml
@@ -237,12 +238,12 @@ class SimHost:
         for name, vm in self.vms.items():
             path = os.path.join(pid_dir, name + '.pid')
             if vm.pid_written != path:
-                atomic_write(path, '%d\n' % vm.pid)
+                fileutil.atomic_write(path, '%d\n' % vm.pid)
                 vm.pid_written = path
         xml = libvirt_xml.node_xml([vm.domain for vm in self.vms.values()])
         path = os.path.join(self.root, NODE_XML)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        atomic_write(path, xml)
+        fileutil.atomic_write(path, xml)
 
     @property
     def libvirt_uri(self):
@@ -263,10 +264,3 @@ class SimHost:
                                  + vm.model.stats['switches_to_shadow'])}
             return {'modeled': True, 'sim_time_s': self.now_ns() / 1e9,
                     'vms': vms, 'gone': dict(self.gone)}
-
-
-def atomic_write(path, text):
-    tmp = path + '.tmp'
-    with open(tmp, 'w', encoding='utf-8') as f:
-        f.write(text)
-    os.replace(tmp, path)

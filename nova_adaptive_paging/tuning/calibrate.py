@@ -31,7 +31,9 @@ import datetime
 import itertools
 import math
 
+from nova_adaptive_paging import cpu
 from nova_adaptive_paging import dsp
+from nova_adaptive_paging import exception
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.costmodel import evaluator
 
@@ -88,8 +90,30 @@ def score(hw, thresholds, history, interval_s, traces):
     return max(regrets), sum(regrets) / len(regrets)
 
 
+class CalibrationError(exception.Error):
+    pass
+
+
+def generation_for(hw, generation=None):
+    """The generation key a calibrated profile is filed under: the one
+    given, else the hardware profile's; it must be a key cpu.py can give
+    a host, or no host would ever select the profile."""
+    key = generation or hw.generation
+    if key is None:
+        raise CalibrationError(
+            'hardware profile %s names no CPU generation: give --generation '
+            'KEY (as "nova-paging cpu-generation" prints it)' % hw.name)
+    if not cpu.is_generation_key(key):
+        raise CalibrationError(
+            '--generation %r: expected a CPU generation key that '
+            '"nova-paging cpu-generation" can print, such as intel-nehalem '
+            'or intel-6-85' % key)
+    return key
+
+
 def calibrate(hw, traces, interval_s=5, generation=None):
     """Search the free factors; return (Profile, report dict)."""
+    generation = generation_for(hw, generation)
     traces = list(traces)
     best = None
     for history, h, k in itertools.product(HISTORIES, HYSTERESIS,
@@ -110,7 +134,7 @@ def calibrate(hw, traces, interval_s=5, generation=None):
               % (hw.name, pt_star, history, h, k, len(traces),
                  worst * 100, mean * 100))
     profile = profiles.Profile(
-        generation=generation or hw.name, thresholds=thresholds,
+        generation=generation, thresholds=thresholds,
         history_samples=history, interval_s=int(interval_s),
         provenance=profiles.Provenance(
             method='calibrated', source=source,

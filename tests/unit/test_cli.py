@@ -5,6 +5,8 @@ import sys
 from click.testing import CliRunner
 import pytest
 
+from nova_adaptive_paging.abi import conformance
+from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.cmd import cli
 
 from tests.unit import test_abi
@@ -75,10 +77,14 @@ def test_configured_profile_dir_and_a_bad_file(tmp_path):
     result = CliRunner().invoke(cli.main, [
         '--config-file', str(conf), 'thresholds', 'show', '--generation',
         'amd-zen4', '--json'])
+    # The broken file is left out on its own, with one warning line; the
+    # good file beside it still applies.
     assert result.exit_code == 0
     assert 'zz-broken.yaml: generation:' in result.stderr
-    assert 'using the built-in profiles' in result.stderr
-    assert json.loads(result.stdout)['generation'] == 'intel-nehalem'
+    assert result.stderr.count('\n') == 1 and 'left out' in result.stderr
+    shown = json.loads(result.stdout)
+    assert shown['generation'] == 'amd-zen4'
+    assert shown['thresholds']['tlb_upper'] == 7
 
 
 def test_thresholds_check(tmp_path):
@@ -98,13 +104,46 @@ def test_cpu_generation(tmp_path):
 
 
 def test_abi_conformance_command(tmp_path):
+    # Plain files read like the interface but cannot refuse a write, so
+    # some checks must fail: the command reports each check once, counts
+    # them right and exits 1.
     test_abi.materialize(test_abi.make_host(), tmp_path)
-    code, out = run('abi', 'conformance', '--root', str(tmp_path))
+    code, out = run('abi', 'conformance', '--root', str(tmp_path),
+                    '--vm', '4242-11')
+    lines = out.splitlines()
+    verdicts = [line.split(':')[0].split()[:2] for line in lines[:-1]]
+    assert sorted(name for _, name in verdicts) == sorted(
+        conformance.CHECKS)
+    passed = sum(1 for v, _ in verdicts if v == 'PASS')
+    failed = sum(1 for v, _ in verdicts if v == 'FAIL')
+    assert passed + failed == len(conformance.CHECKS)
+    assert ['PASS', 'check_discovery'] in verdicts
+    assert ['FAIL', 'check_policy_rejects_bad_values'] in verdicts
+    assert lines[-1] == '%d passed, %d failed' % (passed, failed)
     assert code == 1
-    assert 'PASS check_discovery\n' in out
-    assert out.splitlines()[-1].endswith(' failed')
-    assert out.splitlines()[-1] != '%d passed, 0 failed' % len(
-        out.splitlines())
+
+
+def test_abi_conformance_touches_no_vm_it_was_not_given(tmp_path):
+    test_abi.materialize(test_abi.make_host(), tmp_path)
+    policy_file = tmp_path / spec.DEBUGFS_DIR / '4242-11' / spec.FILE_POLICY
+    before = policy_file.read_text()
+    result = CliRunner().invoke(cli.main, ['abi', 'conformance', '--root',
+                                           str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith('error: --root %s: not a simulated '
+                                    'host' % tmp_path)
+    assert '--vm PID-FD' in result.stderr
+    assert result.stderr.count('\n') == 1 and result.stdout == ''
+    assert policy_file.read_text() == before
+
+
+def test_abi_conformance_on_a_root_without_the_interface(tmp_path):
+    result = CliRunner().invoke(cli.main, ['abi', 'conformance', '--root',
+                                           str(tmp_path), '--vm', '1-2'])
+    assert result.exit_code == 2
+    assert result.stderr == ('error: --root %s: not a root of the switching '
+                             'interface (no sys/module/kvm/parameters/'
+                             'paging_switch_abi)\n' % tmp_path)
 
 
 @pytest.mark.parametrize('args,code', [

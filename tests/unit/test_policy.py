@@ -6,9 +6,18 @@ from nova_adaptive_paging import vocabulary
 
 @pytest.mark.parametrize('value,expected', [
     ('adaptive', vocabulary.Paging.ADAPTIVE), ('hap', vocabulary.Paging.HAP),
-    ('shadow', vocabulary.Paging.SHADOW), (' HAP ', vocabulary.Paging.HAP)])
+    ('shadow', vocabulary.Paging.SHADOW)])
 def test_valid_paging_values(value, expected):
     assert policy.from_extra_specs({'hw:paging': value}).paging == expected
+
+
+@pytest.mark.parametrize('value,hint', [
+    ('HAP', 'hap'), (' hap', 'hap'), ('Shadow', 'shadow'), ('ept', 'hap')])
+def test_near_misses_are_refused_with_a_hint(value, hint):
+    # Nova's validator (an enum) refuses them; so must every parser here.
+    with pytest.raises(policy.PolicyError) as err:
+        policy.parse_paging(value)
+    assert "did you mean '%s'?" % hint in str(err.value)
 
 
 def test_bogus_value_names_key_value_and_choices():

@@ -100,12 +100,23 @@ def test_bad_file_keeps_the_last_good_set(tmp_path):
     zen['thresholds']['tlb_upper'] = 4
     found.reload([write(tmp_path, zen, 'zen3.yaml')])
     assert found.for_generation('amd-zen3').thresholds.tlb_upper == 4000
-    broken = write(tmp_path, mutate(('thresholds', 'tlb_upper'), 'x'),
+    # zen3.yaml turns bad: it keeps its last good version; a second bad
+    # file is dropped on its own, and a good file beside them applies.
+    zen3 = write(tmp_path, mutate(('thresholds', 'tlb_upper'), 'x'),
+                 'zen3.yaml')
+    broken = write(tmp_path, mutate(('thresholds', 'tlb_upper'), 'y'),
                    'broken.yaml')
-    with pytest.raises(profiles.ProfileError):
-        found.reload([write(tmp_path, zen, 'zen3b.yaml'), broken])
-    assert found.has('amd-zen3')
+    zen4 = mutate(('generation',), 'amd-zen4')
+    errors = found.reload([zen3, broken,
+                           write(tmp_path, zen4, 'zen4.yaml')])
+    assert sorted(str(e).split(':')[0] for e in errors) == [broken, zen3]
     assert found.for_generation('amd-zen3').thresholds.tlb_upper == 4000
+    assert found.has('amd-zen4')
+    # Two files for one generation: the first applies, the second is
+    # reported.
+    errors = found.reload([write(tmp_path, zen4, 'a.yaml'),
+                           write(tmp_path, zen4, 'b.yaml')])
+    assert len(errors) == 1 and 'b.yaml' in str(errors[0])
 
 
 def test_unknown_generation_falls_back_to_builtin():

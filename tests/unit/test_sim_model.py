@@ -8,6 +8,7 @@ from click.testing import CliRunner
 import pytest
 
 from nova_adaptive_paging.cmd import cli
+from nova_adaptive_paging import cpu
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.tuning import calibrate
@@ -282,7 +283,9 @@ def test_calibrate_writes_a_loadable_profile(tmp_path):
         '--trace', trace])
     assert result.exit_code == 0, result.output
     profile = profiles.load(str(out))
-    assert profile.generation == 'sapphirerapids-5lp'
+    # Filed under the generation the hardware profile names, a key
+    # nova-paging cpu-generation gives Sapphire Rapids (family 6, 0x8f).
+    assert profile.generation == cpu.generation_key('GenuineIntel', 6, 0x8f)
     assert 'sapphirerapids-5lp' in profile.provenance.source
 
 
