@@ -138,7 +138,7 @@ def host_generation(cpuinfo_path='/proc/cpuinfo', libvirt_model=None):
 
 
 # The fallback form generation_key() gives a CPU its tables do not know.
-_FALLBACK_KEY = re.compile(r'^[a-z0-9]+-\d+-\d+$')
+_FALLBACK_KEY = re.compile(r'[a-z0-9]+-\d+-\d+')
 
 
 def named_keys():
@@ -155,4 +155,4 @@ def is_generation_key(key):
     generation or the ``<vendor>-<family>-<model>`` fallback.  A profile
     filed under anything else would never be selected."""
     return isinstance(key, str) and (key in named_keys()
-                                     or bool(_FALLBACK_KEY.match(key)))
+                                     or bool(_FALLBACK_KEY.fullmatch(key)))

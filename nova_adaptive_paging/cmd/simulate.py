@@ -110,7 +110,7 @@ def simulate(trace_paths, more_traces, hw_name, thresholds, interval,
 @click.option('--trace', 'trace_paths', multiple=True,
               type=click.Path(dir_okay=False),
               help='Traces to choose the free factors over (default: the '
-                   'shipped traces).')
+                   'shipped tuning traces).')
 @click.option('--interval', default=5, show_default=True,
               type=click.IntRange(1, 3600), help='Sampling interval (s).')
 @click.option('--generation', help='Generation key written to the profile '
@@ -120,7 +120,7 @@ def calibrate(hw_name, out, trace_paths, interval, generation):
     hw = _hardware(hw_name)
     fileutil.check_writable(out)       # before minutes of searching
     loaded = (_traces(trace_paths) if trace_paths
-              else list(traces.builtin().values()))
+              else calibration.tuning_traces())
     try:
         profile, report = calibration.calibrate(hw, loaded, interval,
                                                 generation)

@@ -68,6 +68,20 @@ def run_guest(machine, *args):
     return Guest(machine, *args).wait()
 
 
+def guest_selftests():
+    """The upstream selftests the test guest runs (GUEST_SELFTESTS of
+    kvm-patch/lib.sh), in order."""
+    with open(os.path.join(KVM_PATCH, 'lib.sh')) as f:
+        m = re.search(r'^GUEST_SELFTESTS="([^"]*)"', f.read(), re.M)
+    return m.group(1).split()
+
+
+def skipped(results):
+    """The (mode, test) pairs that reported SKIP: a skip is no pass."""
+    return [(mode, test) for mode, test, verdict, _, _ in results
+            if verdict == 'SKIP']
+
+
 def results(out):
     """(mode, test, PASS|FAIL|SKIP, rc, seconds) of each NAP-RESULT line."""
     return [RESULT.match(line).groups() for line in out.splitlines()

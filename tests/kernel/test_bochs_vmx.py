@@ -46,6 +46,7 @@ def test_vmx_switching_under_bochs(guests):
                         for mode in ('hap', 'shadow', 'storm')
                         for test in SELFTESTS.split(',')}, run.report
     assert not [r for r in results if r[2] == 'FAIL'], run.report
+    assert not kpatch.skipped(results), run.report
     # VMs were really forced to shadow paging and flipped.
     forced = dict(re.findall(r'^NAP-FORCER (\S+) (\d+)$', out, re.M))
     assert int(forced.get('shadow', 0)) > 0, run.report

@@ -5,6 +5,11 @@ import pytest
 from nova_adaptive_paging import cpu
 
 
+# Family/model numbers as Intel and AMD publish them (Linux's
+# arch/x86/include/asm/intel-family.h names the same models): the seed
+# paper's i7-860 is family 6 model 0x1e, Ice Lake-SP 0x6a, Sapphire
+# Rapids 0x8f, Skylake/Cascade/Cooper Lake-SP share 0x55 by stepping; AMD
+# family 0x17 is Zen/Zen 2, 0x19 Zen 3/Zen 4, 0x1a Zen 5.
 @pytest.mark.parametrize('args,key', [
     (('GenuineIntel', 6, 0x1e), 'intel-nehalem'),    # i7-860
     (('GenuineIntel', 6, 0x6a), 'intel-icelake-server'),
@@ -60,4 +65,41 @@ def test_host_generation_from_cpuinfo(tmp_path):
 
 
 def test_this_machine_has_a_key():
-    assert re.fullmatch(r'[a-z0-9]+-[a-z0-9-]+', cpu.host_generation())
+    # Checked against the kernel's own text, read here independently: the
+    # vendor prefix, and for a CPU the tables do not name, the family and
+    # model the kernel prints.
+    text = open('/proc/cpuinfo').read()
+    fields = dict(re.findall(r'^(vendor_id|cpu family|model)\s*: (\S+)$',
+                             text, re.M))
+    key = cpu.host_generation()
+    assert key.startswith({'GenuineIntel': 'intel-', 'AuthenticAMD':
+                           'amd-'}.get(fields['vendor_id'], ''))
+    assert cpu.is_generation_key(key)
+    if key not in cpu.named_keys():
+        assert key.endswith('-%s-%s' % (fields['cpu family'],
+                                        fields['model']))
+
+
+def test_every_named_key_is_one_a_cpu_can_get():
+    # A profile filed under a key no CPU maps to would never be used.
+    reached = set()
+    for vendor, families in (('GenuineIntel', [6]),
+                             ('AuthenticAMD', [0x17, 0x19, 0x1a])):
+        for family in families:
+            for model in range(256):
+                for stepping in (None, 5, 11):
+                    reached.add(cpu.generation_key(vendor, family, model,
+                                                   stepping=stepping))
+    for name in ('Cooperlake', 'Icelake-Client', 'Cascadelake-Server',
+                 'Skylake-Client', 'EPYC-Genoa', 'Haswell'):
+        reached.add(cpu.generation_key('Intel' if 'EPYC' not in name
+                                       else 'AMD', 99, 0, name))
+    assert cpu.named_keys() - reached == set()
+
+
+@pytest.mark.parametrize('key,ok', [
+    ('intel-nehalem', True), ('amd-zen4', True), ('intel-6-254', True),
+    ('nehalem', False), ('sapphirerapids-5lp', False), ('intel-zen', False),
+    ('intel-nehalem\n', False), ('intel-6-254\n', False), ('', False)])
+def test_is_generation_key(key, ok):
+    assert cpu.is_generation_key(key) == ok

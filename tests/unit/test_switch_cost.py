@@ -66,6 +66,39 @@ class Wrapped:
         return rel not in self.hide and self.host.exists(rel)
 
 
+class Paced(Wrapped):
+    """The model with a log of the switch writes, and a workload that
+    ends after ``trips`` round trips in a round-trip run and at once in a
+    static one: how many round trips a run sees no longer depends on how
+    fast this machine runs the sleeps."""
+
+    def __init__(self, host, tmp_path, trips=2, **kw):
+        super().__init__(host, **kw)
+        self.log = tmp_path / 'switches'
+        self.policy = tmp_path / 'policy'
+        self.log.write_text('')
+        self.policy.write_text('')
+        # The policy file holds the last policy written and the number of
+        # switch writes logged by then (the run's baseline): a round trip
+        # made before the shell has started still counts.
+        self.workload = (
+            'set -- $(cat {policy}); '
+            'if [ "$1" = adaptive ]; then '
+            'while [ $(( $(wc -l < {log}) - $2 )) -lt {writes} ]; do '
+            'sleep 0.002; done; fi'.format(log=self.log, policy=self.policy,
+                                           writes=2 * trips))
+
+    def write(self, rel, text):
+        result = super().write(rel, text)
+        if rel.endswith(spec.FILE_SWITCH):
+            with open(self.log, 'a') as f:
+                f.write(text)
+        elif rel.endswith(spec.FILE_POLICY):
+            logged = len(self.log.read_text().splitlines())
+            self.policy.write_text('%s %d\n' % (text.strip(), logged))
+        return result
+
+
 def vm_state(host):
     vm = host.vms[NAME]
     return (vm.policy, vm.mode, vm.override and vm.override.format())
@@ -76,12 +109,13 @@ def stats(host):
         spec.DEBUGFS_DIR, NAME, spec.FILE_STATS)))
 
 
-def test_five_runs_count_round_trips_and_restore_policy():
+def test_five_runs_count_round_trips_and_restore_policy(tmp_path):
     host = make_host()
     host.write('%s/%s/%s' % (spec.DEBUGFS_DIR, NAME, spec.FILE_POLICY),
                'shadow\n')
     before = vm_state(host)
-    cost = switch_cost.SwitchCost(host, NAME, WORKLOAD, repeats=2,
+    paced = Paced(host, tmp_path)
+    cost = switch_cost.SwitchCost(paced, NAME, paced.workload, repeats=2,
                                   period=0.01)
     results = cost.run()
     assert vm_state(host) == before == ('shadow', 'shadow', None)
@@ -89,9 +123,10 @@ def test_five_runs_count_round_trips_and_restore_policy():
         assert [r.round_trips for r in results[kind]] == [0, 0]
     for kind in ('h-s-h', 's-h-s'):
         for r in results[kind]:
+            # The workload ran until it had seen two round trips.
             assert r.round_trips >= 2
             assert r.to_hap == r.to_shadow == r.round_trips
-            assert r.seconds >= 0.05
+            assert r.seconds >= 0.01
     # Every round trip went through paging_switch under policy adaptive.
     trips = sum(r.round_trips for kind in ('h-s-h', 's-h-s')
                 for r in results[kind])
@@ -202,11 +237,14 @@ def test_foreign_switch_invalidates_the_run():
     assert vm_state(host) == ('hap', 'hap', None)
 
 
-def test_at_fractions_need_the_static_run_first():
+def test_at_fractions_need_the_static_run_first(tmp_path):
     host = make_host()
-    cost = switch_cost.SwitchCost(host, NAME, 'sleep 0.1', repeats=1,
+    paced = Paced(host, tmp_path, trips=2)
+    cost = switch_cost.SwitchCost(paced, NAME, paced.workload, repeats=1,
                                   at=[0.3, 0.6], runs=('hap', 'h-s-h'))
     results = cost.run()
+    # Two fractions, two round trips: no more are scheduled, and the
+    # workload waits for both.
     assert [r.round_trips for r in results['h-s-h']] == [2]
     with pytest.raises(switch_cost.MeasurementError, match='needs the'):
         switch_cost.SwitchCost(host, NAME, WORKLOAD, at=[0.5],
