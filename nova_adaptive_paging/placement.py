@@ -8,6 +8,7 @@ rest of the provider's traits.
 """
 
 import logging
+import re
 
 from nova_adaptive_paging import exception
 from nova_adaptive_paging import vocabulary
@@ -29,17 +30,40 @@ def _check(resp, what, ok=(200,)):
     return resp
 
 
-def find_provider(adapter, name):
-    """UUID of the resource provider called ``name`` (Nova names a compute
-    node's provider after its hypervisor hostname)."""
+# Placement's rule for custom trait names.
+CUSTOM_TRAIT_RE = re.compile(r'CUSTOM_[A-Z0-9_]{1,248}')
+
+
+def _provider(adapter, name):
     resp = _check(adapter.get('/resource_providers', params={'name': name},
                               microversion=TRAITS_VERSION, raise_exc=False),
                   'looking up provider %s' % name)
     found = resp.json()['resource_providers']
-    if len(found) != 1:
-        raise PlacementError('no resource provider named %r (is '
-                             'nova-compute running on this host?)' % name)
-    return found[0]['uuid']
+    return found[0]['uuid'] if found else None
+
+
+def find_provider(adapter, names):
+    """``(name, uuid)`` of this compute node's resource provider.
+
+    Nova names it after the hypervisor hostname, which for the libvirt
+    driver is libvirt's idea of the host name: the short name or the FQDN,
+    not necessarily ``socket.gethostname()``.  ``names`` are the
+    candidates in order; exactly one may exist.
+    """
+    names = list(dict.fromkeys(n for n in names if n))
+    found = [(n, u) for n, u in ((n, _provider(adapter, n)) for n in names)
+             if u is not None]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise PlacementError(
+            'no resource provider named %s (is nova-compute running on '
+            'this host? set [placement] compute_node_name to its '
+            'hypervisor hostname)' % ' or '.join(repr(n) for n in names))
+    raise PlacementError(
+        'resource providers %s all match this host: set [placement] '
+        'compute_node_name to the one nova-compute uses'
+        % ', '.join('%s (%s)' % f for f in found))
 
 
 def providers_with(get, trait):
@@ -78,6 +102,11 @@ def reconcile(adapter, rp_uuid, wanted, retries=5):
     ``(added, removed)``.
     """
     wanted = set(wanted)
+    bad = sorted(t for t in wanted if not CUSTOM_TRAIT_RE.fullmatch(t))
+    if bad:
+        raise PlacementError('provider %s: cannot set trait %s: placement '
+                             'takes CUSTOM_ and [A-Z0-9_], at most 255 '
+                             'characters' % (rp_uuid, ', '.join(bad)))
     ensure_traits(adapter, wanted)
     url = '/resource_providers/%s/traits' % rp_uuid
     for attempt in range(retries + 1):
@@ -99,17 +128,22 @@ def reconcile(adapter, rp_uuid, wanted, retries=5):
             LOG.info('provider %s changed while publishing traits; '
                      'retrying (%d/%d)', rp_uuid, attempt + 1, retries)
             continue
-        _check(resp, 'updating traits of %s' % rp_uuid)
+        _check(resp, 'provider %s: setting traits %s' % (
+            rp_uuid, ', '.join(sorted(wanted - ours)) or '(none)'))
         return wanted - ours, ours - wanted
     raise PlacementError('provider %s kept changing: gave up after %d '
                          'retries' % (rp_uuid, retries))
 
 
-def publish(adapter, node_name, caps, retries=5):
-    """Publish ``caps`` on the provider of compute node ``node_name``.
+def publish(adapter, node_names, caps, retries=5):
+    """Publish ``caps`` on this compute node's provider (``node_names``:
+    the candidate names, see :func:`find_provider`).
 
-    Returns ``(provider uuid, traits added, traits removed)``.
+    Returns ``(provider name, provider uuid, traits added, traits
+    removed)``.
     """
-    rp_uuid = find_provider(adapter, node_name)
+    if isinstance(node_names, str):
+        node_names = [node_names]
+    name, rp_uuid = find_provider(adapter, node_names)
     added, removed = reconcile(adapter, rp_uuid, caps.traits(), retries)
-    return rp_uuid, added, removed
+    return name, rp_uuid, added, removed

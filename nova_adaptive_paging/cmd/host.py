@@ -46,12 +46,11 @@ def show_capabilities():
 def publish_capabilities(retries):
     """Publish this host's capabilities as traits on its provider."""
     caps = host_capabilities()
-    name = CONF.placement.compute_node_name or socket.gethostname()
-    try:
-        rp_uuid, added, removed = placement.publish(
-            placement_conf.adapter(CONF), name, caps, retries)
-    except placement.PlacementError as exc:
-        common.fail(str(exc))
+    names = ([CONF.placement.compute_node_name]
+             if CONF.placement.compute_node_name
+             else [socket.gethostname(), socket.getfqdn()])
+    name, rp_uuid, added, removed = placement.publish(
+        placement_conf.adapter(CONF), names, caps, retries)
     click.echo('provider %s (%s): %s' % (
         name, rp_uuid, ', '.join(sorted(caps.traits()))))
     if added or removed:

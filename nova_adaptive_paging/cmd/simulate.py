@@ -23,7 +23,7 @@ def _hardware(name):
 
 def _traces(paths):
     try:
-        return [traces.load(p) for p in paths]
+        return [traces.resolve(p) for p in paths]
     except traces.TraceError as exc:
         common.fail(str(exc))
 
@@ -34,8 +34,9 @@ HARDWARE_HELP = ('Hardware cost profile: a shipped name (%s) or a file.'
 
 @click.command('simulate')
 @click.option('--trace', 'trace_paths', multiple=True,
-              type=click.Path(dir_okay=False), help='Workload trace (CSV); '
-              'repeat for several.  Further trace files may follow as '
+              type=click.Path(dir_okay=False), help='Workload trace: a CSV '
+              'file or a shipped trace\'s name (gcc, mcf, phases-tlb-fault, '
+              '...); repeat for several.  Further trace files may follow as '
               'arguments, so that --trace traces/*.csv works.')
 @click.argument('more_traces', nargs=-1, type=click.Path(dir_okay=False))
 @click.option('--hardware', 'hw_name', required=True, help=HARDWARE_HELP)

@@ -16,7 +16,9 @@ host_opts = [
     cfg.StrOpt('compute_node_name',
                help="""
 Name of this host's compute node resource provider: Nova's hypervisor
-hostname for the libvirt driver. Unset means this host's hostname.
+hostname (for the libvirt driver, libvirt's host name, as ``openstack
+hypervisor list`` shows it). Unset means the provider named after this
+host's short name or its FQDN, whichever exists; if both do, set it.
 """),
 ]
 

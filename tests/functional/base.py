@@ -105,7 +105,7 @@ class PagingTestBase(integrated_helpers.ProviderUsageBaseTestCase):
         pass
 
     def publish(self, host, caps):
-        return placement.publish(self.placement_adapter, host, caps)
+        return placement.publish(self.placement_adapter, host, caps)[1:]
 
     def traits_of(self, host):
         resp = self.placement_adapter.get(

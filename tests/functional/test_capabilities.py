@@ -110,3 +110,29 @@ class TestPublishing(base.PagingTestBase):
         # ... and the scheduler now sends adaptive guests there.
         server = self.boot(self.paging_flavor('adaptive'))
         self.assertEqual('bare', self.host_of(server))
+
+    def test_provider_found_by_the_name_nova_gave_it(self):
+        adapter = self.placement_adapter
+        # Nova named it after the short name; the FQDN is tried too.
+        self.assertEqual(('bare', self.rp_uuids['bare']),
+                         placement.find_provider(
+                             adapter, ['bare.example.org', 'bare']))
+        err = self.assertRaises(placement.PlacementError,
+                                placement.find_provider, adapter,
+                                ['nowhere', 'nowhere.example.org'])
+        self.assertIn("'nowhere' or 'nowhere.example.org'", str(err))
+        self.assertIn('compute_node_name', str(err))
+        err = self.assertRaises(placement.PlacementError,
+                                placement.find_provider, adapter,
+                                ['bare', 'patched1'])
+        self.assertIn('all match this host', str(err))
+
+    def test_a_trait_that_cannot_be_set_is_an_error(self):
+        rp = self.rp_uuids['stock-ept']
+        before = self.traits_of('stock-ept')
+        err = self.assertRaises(placement.PlacementError,
+                                placement.reconcile, self.placement_adapter,
+                                rp, {'CUSTOM_PAGING_CPU_' + 'X' * 250})
+        self.assertIn(rp, str(err))
+        self.assertIn('CUSTOM_PAGING_CPU_XXX', str(err))
+        self.assertEqual(before, self.traits_of('stock-ept'))
