@@ -169,6 +169,32 @@ def test_hand_written_domain_matches_novas():
         ET.canonicalize(ET.tostring(by_hand), strip_text=True)
 
 
+needs_virsh = pytest.mark.skipif(
+    not shutil.which('virsh') and not os.environ.get('NAP_REQUIRE_LIBVIRT'),
+    reason='needs virsh (Debian libvirt-clients; set NAP_REQUIRE_LIBVIRT=1 '
+           'to make this a failure)')
+
+
+@needs_virsh
+def test_libvirt_test_driver_reads_the_node(sim):
+    """libvirt itself, not a hand-written expectation, reads the node XML:
+    the domains run, and Nova's metadata (what the agent reads) survives
+    libvirt's parsing."""
+    start(sim, 'a', flavor='m1.paging')
+    start(sim, 'b')
+    uri = sim.libvirt_uri
+
+    def virsh(*args):
+        return subprocess.run(['virsh', '-c', uri] + list(args), check=True,
+                              capture_output=True, text=True).stdout
+    assert uri.startswith('test:///')
+    assert sorted(virsh('list', '--name').split()) == ['a', 'b']
+    meta = ET.fromstring(virsh('metadata', 'a', libvirt_xml.NOVA_NS))
+    assert meta.find('flavor').get('name') == 'm1.paging'
+    assert {e.get('name'): e.text for e in meta.iter('extraSpec')} == {
+        'hw:paging': 'adaptive'}
+
+
 # -- the real thing: FUSE and the command line --------------------------------
 def _fuse_usable():
     return (os.path.exists('/dev/fuse') and os.geteuid() == 0
