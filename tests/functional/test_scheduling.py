@@ -9,7 +9,9 @@ control run (test_control.py) checks that exactly those tests fail
 without the filter.
 """
 
+import fixtures
 from nova.tests.functional.api import client as api_client
+from nova.virt import fake
 
 from tests.functional import base
 
@@ -144,6 +146,56 @@ class TestSafetyNet(LandingMixin, base.PagingTestBase):
         self.api.microversion = 'latest'
         server = self.boot(flavor, expected_state='ERROR')
         self.assertIn('No valid host', server['fault']['message'])
+
+
+class BaremetalDriver(fake.MediumFakeDriver):
+    """Nova's fake driver shaped the way the ironic driver reports: two
+    nodes behind one nova-compute, each a provider holding one unit of a
+    custom resource class and no VCPU, memory or disk.  (No ironic service
+    can run here; the scheduler, placement and the filter are real.)"""
+
+    def init_host(self, host):
+        super().init_host(host)
+        self._set_nodes(['bm-1', 'bm-2'])
+        self.host_status_base['hypervisor_type'] = 'ironic'
+
+    def update_provider_tree(self, provider_tree, nodename, allocations=None):
+        provider_tree.update_inventory(nodename, {'CUSTOM_BAREMETAL_GOLD': {
+            'total': 1, 'min_unit': 1, 'max_unit': 1, 'step_size': 1,
+            'allocation_ratio': 1.0, 'reserved': 0}})
+
+
+class TestBaremetalNodes(LandingMixin, base.PagingTestBase):
+    """Ironic nodes in the same cells as the KVM fleet: no agent, no
+    CUSTOM_PAGING_* trait, a flavor that says nothing of paging."""
+
+    def setUp(self):
+        super().setUp()
+        # Nova loads a compute driver from nova.virt only.
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.virt.fake.BaremetalDriver', BaremetalDriver))
+        self.flags(compute_driver='fake.BaremetalDriver')
+        self._start_compute('ironic')
+        self.flags(compute_driver=self.compute_driver)
+
+    def test_baremetal_flavor_boots_on_the_nodes(self):
+        flavor = self.paging_flavor(**{
+            'resources:CUSTOM_BAREMETAL_GOLD': '1', 'resources:VCPU': '0',
+            'resources:MEMORY_MB': '0', 'resources:DISK_GB': '0'})
+        nodes = set()
+        for _ in range(2):
+            server = self.admin_api.get_server(self.boot(flavor)['id'])
+            self.assertEqual('ironic', server['OS-EXT-SRV-ATTR:host'])
+            nodes.add(server['OS-EXT-SRV-ATTR:hypervisor_hostname'])
+        self.assertEqual({'bm-1', 'bm-2'}, nodes)
+        # Both nodes taken: the next one fails for want of nodes, as it
+        # always did.
+        self.boot(flavor, expected_state='ERROR')
+        self.assertEqual([], self.lookups)
+        self.assertEqual([], self.warnings())
+
+    def test_paging_flavor_never_lands_on_a_node(self):
+        self.check_lands(self.paging_flavor('hap'), CAN['hap'], boots=2)
 
 
 # Ten hosts, the last one the only one that can give shadow paging, and
