@@ -8,6 +8,7 @@ from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging import fileutil
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging import costmodel
+from nova_adaptive_paging.tuning import assess
 from nova_adaptive_paging.tuning import calibrate as calibration
 from nova_adaptive_paging.costmodel import evaluator
 from nova_adaptive_paging.costmodel import hardware
@@ -105,21 +106,38 @@ def simulate(trace_paths, more_traces, hw_name, thresholds, interval,
 
 
 @click.command('calibrate')
-@click.option('--hardware', 'hw_name', required=True, help=HARDWARE_HELP)
-@click.option('--out', required=True, type=click.Path(dir_okay=False),
+@click.option('--hardware', 'hw_names', required=True, multiple=True,
+              help=HARDWARE_HELP + '  Repeat with --compare.')
+@click.option('--out', type=click.Path(dir_okay=False),
               help='Threshold profile file to write.')
 @click.option('--trace', 'trace_paths', multiple=True,
               type=click.Path(dir_okay=False),
               help='Traces to choose the free factors over (default: the '
                    'shipped tuning traces).')
-@click.option('--interval', default=5, show_default=True,
-              type=click.IntRange(1, 3600), help='Sampling interval (s).')
+@click.option('--interval', type=click.IntRange(1, 60),
+              help='Sampling interval (s) (default: searched).')
 @click.option('--generation', help='Generation key written to the profile '
-              '(default: the hardware profile\'s name).')
-def calibrate(hw_name, out, trace_paths, interval, generation):
+              '(default: the hardware profile\'s).')
+@click.option('--compare', is_flag=True,
+              help='Write nothing; print how thresholds calibrated for each '
+                   '--hardware, the paper\'s Table 2 and each --thresholds '
+                   'file do on every --hardware\'s costs.')
+@click.option('--thresholds', 'threshold_paths', multiple=True,
+              type=click.Path(dir_okay=False),
+              help='With --compare: a threshold profile to include.')
+def calibrate(hw_names, out, trace_paths, interval, generation, compare,
+              threshold_paths):
     """Derive DSP thresholds from a hardware profile's costs (modeled)."""
-    hw = _hardware(hw_name)
-    fileutil.check_writable(out)       # before minutes of searching
+    hws = [_hardware(name) for name in hw_names]
+    if compare:
+        return _compare(hws, trace_paths, interval, threshold_paths)
+    if len(hws) != 1 or not out:
+        common.fail('give one --hardware and --out FILE (several --hardware '
+                    'go with --compare)')
+    if threshold_paths:
+        common.fail('--thresholds goes with --compare')
+    hw = hws[0]
+    fileutil.check_writable(out)       # before the search
     loaded = (_traces(trace_paths) if trace_paths
               else calibration.tuning_traces())
     try:
@@ -132,10 +150,49 @@ def calibrate(hw_name, out, trace_paths, interval, generation):
             + profile.dump())
     profiles.loads(text, out)        # never write what cannot be loaded
     fileutil.atomic_write(out, text)
-    click.echo('%s: break-even P-to-T %.4g; history %d; worst %+.2f %%, '
-               'mean %+.2f %% from the better static mode over %d traces '
-               '(modeled)' % (out, report['break_even_pt'],
-                              report['history'],
-                              report['worst_regret'] * 100,
-                              report['mean_regret'] * 100,
-                              report['traces']))
+    capture = ('' if report['worst_capture'] is None else
+               '; at least %.0f %% of the oracle\'s gain'
+               % (report['worst_capture'] * 100))
+    click.echo('%s: break-even P-to-T %.4g; interval %d s, history %d; '
+               'worst %+.2f %%, mean %+.2f %% from the better static mode%s '
+               'over %d traces (modeled)' % (
+                   out, report['break_even_pt'], report['interval_s'],
+                   report['history'], report['worst_regret'] * 100,
+                   report['mean_regret'] * 100, capture, report['traces']))
+
+
+def _compare(hws, trace_paths, interval, threshold_paths):
+    tuning = (_traces(trace_paths) if trace_paths
+              else calibration.tuning_traces())
+    sources = []
+    for hw in hws:
+        try:
+            choice = calibration.search(hw, tuning, interval)
+        except ValueError as exc:
+            common.fail(str(exc))
+        sources.append(('calibrated for %s' % hw.name, profiles.Profile(
+            hw.generation, choice.thresholds, choice.history,
+            choice.interval_s, profiles.Provenance('calibrated'))))
+    sources.append(('paper Table 2', profiles.builtin()))
+    for path in threshold_paths:
+        try:
+            sources.append((path, profiles.load(path)))
+        except profiles.ProfileError as exc:
+            common.fail(str(exc))
+    table = assess.cross_table(hws, sources, calibration.held_out_traces())
+    click.echo(costmodel.MODELED_NOTE, err=True)
+    click.echo('MODELED: thresholds (rows) on each hardware profile\'s costs '
+               '(columns), over the held-out traces: worst share of the '
+               'oracle\'s gain captured on phase-changing traces, worst '
+               'regret against the better static mode, switches beyond the '
+               'oracle\'s on steady traces; * misses the goal (>= %.0f %%, '
+               '<= %.0f %%, none)' % (assess.GOAL_CAPTURE * 100,
+                                      assess.GOAL_REGRET * 100))
+    width = max(len(label) for label, _ in table)
+    cols = [hw.name for hw in hws]
+    colw = max(22, max(len(c) for c in cols) + 2)
+    click.echo('%-*s' % (width, '') + ''.join('%*s' % (colw, c)
+                                              for c in cols))
+    for label, row in table:
+        click.echo('%-*s' % (width, label) + ''.join(
+            '%*s' % (colw, assess.format_cell(s)) for s in row))

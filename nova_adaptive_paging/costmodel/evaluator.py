@@ -149,17 +149,23 @@ class Replay:
                 break
         return pieces
 
-    def oracle(self, interval):
+    def oracle(self, interval, start=None):
+        """The cheapest sequence of modes, one per ``interval`` seconds of
+        native time; it starts in either mode for free, or in ``start``
+        (as a VM does) and pays to leave it."""
         pieces = self._segments(interval)
         best = [0.0, 0.0]
+        if start is not None:
+            best[1 - start] = math.inf
         choices = []                     # per piece: predecessor per mode
         for cost_hap, cost_shadow, row in pieces:
             costs = (cost_hap, cost_shadow)
             nxt, back = [0.0, 0.0], [0, 0]
             for m in (HAP, SHADOW):
                 other = 1 - m
-                moved = best[other] + (self._switch_s(m, row)
-                                       if choices else 0.0)
+                moved = best[other] + (
+                    self._switch_s(m, row)
+                    if choices or start is not None else 0.0)
                 back[m] = m if best[m] <= moved else other
                 nxt[m] = min(best[m], moved) + costs[m]
             best = nxt

@@ -21,6 +21,7 @@ with Nova's instance metadata.  The ABI files are served by
 :mod:`.fusefs` under ``<root>/sys``.  Everything here is modeled.
 """
 
+import contextlib
 import dataclasses
 import os
 import threading
@@ -157,7 +158,11 @@ class SimVm:
                 continue            # dsp_inject=Y: the timer does not sample
             if self.spec.guest_faults:
                 self.model.write(spec.FILE_GUEST_FAULTS, '%d\n' % cur[2])
-            self.model.timer_sample(delta[0], delta[1], delta[2])
+            # The timer fired at ``at``, however late this tick handles
+            # it: a switch it makes starts there, and the time before it
+            # is the old mode's.
+            with self.host.model_time(at):
+                self.model.timer_sample(delta[0], delta[1], delta[2])
         self.advance(now_ns)
 
 
@@ -170,8 +175,9 @@ class SimHost:
         self.speed = float(speed)
         self._t0 = time.monotonic()
         self._clock = clock or self._accelerated
+        self._handled_at = None        # sim ns of the timer being handled
         self.model = SimHostModel(spec.ThresholdSet.from_profile(profile),
-                                  self.now_ns)
+                                  self._model_clock)
         self.vms = {}                  # domain name -> SimVm
         self.gone = {}                 # domain name -> 'stopped'|'migrated'
         self.lock = threading.RLock()
@@ -182,6 +188,20 @@ class SimHost:
 
     def now_ns(self):
         return self._clock()
+
+    def _model_clock(self):
+        if self._handled_at is not None:
+            return self._handled_at
+        return self.now_ns()
+
+    @contextlib.contextmanager
+    def model_time(self, at_ns):
+        """The model's clock reads ``at_ns`` inside this block."""
+        self._handled_at = at_ns
+        try:
+            yield
+        finally:
+            self._handled_at = None
 
     def tick(self):
         """Take every sample that is due.  A VM's workload is advanced

@@ -20,13 +20,24 @@ Two steps (doc/source/simulation.rst explains them):
      at one metric and 80 % of the other's bound) never pick the dearer
      mode.
 
-2. A small search over the free factors (history length, ``h``, ``k``)
-   replays every given trace with :mod:`.evaluator` and keeps the
-   candidate with the smallest worst-case distance from the better static
-   mode, then the smallest mean (both to 0.1 %), then the one nearest
-   the paper's choices (history 3) and the defaults (h 1.25, k 10).
+2. A search over the free factors (sampling interval, history length,
+   ``h``, ``k``) replays every given trace with :mod:`.evaluator` and
+   scores each candidate with :mod:`.assess`.  It keeps, in order:
+   candidates that meet the regret bound (at most 1 % slower than the
+   better static mode on every trace) and do not switch on steady
+   traces more than the oracle; then the largest worst-case share of
+   the oracle's gain on phase-changing traces (to 1 %); then the
+   smallest worst regret (to 0.1 %); then the longest interval (fewer
+   samples, for the same result); then the smallest mean regret; then
+   the one nearest the paper's choices (history 3, h 1.25, k 10).
+
+   The interval is searched because it is the lever the costs move
+   most: a phase change costs at least one interval in the wrong mode,
+   which is cheap where the modes differ little and dear where a
+   5-level nested walk or a costly fault makes the wrong mode slow.
 """
 
+import collections
 import datetime
 import itertools
 import math
@@ -35,13 +46,18 @@ from nova_adaptive_paging import cpu
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging import exception
 from nova_adaptive_paging import profiles
-from nova_adaptive_paging.costmodel import evaluator
 from nova_adaptive_paging.costmodel import traces as tracefiles
+from nova_adaptive_paging.tuning import assess
 
+INTERVALS = (1, 2, 5, 10)
 HISTORIES = (1, 2, 3, 4, 5)
 HYSTERESIS = (1.1, 1.25, 1.5, 2.0)
 UPPER_FACTORS = (3.0, 10.0, 30.0)
 DEFAULTS = (3, 1.25, 10.0)
+# Below the lower thresholds a mode loses at most this share of the VM's
+# time to the other: half the regret bound, the rest is left to the
+# sampling lag.
+QUIET_LOSS = assess.GOAL_REGRET / 2
 
 
 def _round(value):
@@ -69,8 +85,11 @@ def derive(hw, history, interval_s, hysteresis, upper_factor):
     pt_star, dt = break_even(hw)
     ws = hw.reference_working_set_mib
     round_trip = hw.switch_s('shadow', ws) + hw.switch_s('hap', ws)
-    tlb_lower = round_trip / (history * interval_s) * 1000 / (
-        dt * hw.reference_ips)
+    # The share of its time a VM may lose before rule 3 stops keeping its
+    # mode: what a round trip of switches costs over the shortest stay,
+    # but never more than the regret bound allows.
+    share = min(round_trip / (history * interval_s), QUIET_LOSS)
+    tlb_lower = share * 1000 / (dt * hw.reference_ips)
     tlb_upper = tlb_lower * upper_factor
     values = dict(tlb_upper=_round(tlb_upper), tlb_lower=_round(tlb_lower),
                   pf_upper=_round(tlb_upper * pt_star),
@@ -78,17 +97,6 @@ def derive(hw, history, interval_s, hysteresis, upper_factor):
                   pt_upper=_round(pt_star * hysteresis),
                   pt_lower=_round(pt_star / hysteresis))
     return dsp.Thresholds(**values)
-
-
-def score(hw, thresholds, history, interval_s, traces):
-    """(worst, mean) distance of adaptive from the better static mode."""
-    regrets = []
-    for trace in traces:
-        replay = evaluator.Replay(trace, hw)
-        best = min(replay.static(m)['time_s'] for m in (0, 1))
-        got = replay.adaptive(thresholds, history, interval_s)['time_s']
-        regrets.append(got / best - 1.0)
-    return max(regrets), sum(regrets) / len(regrets)
 
 
 class CalibrationError(exception.Error):
@@ -111,6 +119,12 @@ def tuning_traces():
     return [shipped[name] for name in TUNING_TRACES]
 
 
+def held_out_traces():
+    """The shipped traces calibration is judged on."""
+    shipped = tracefiles.builtin()
+    return [shipped[name] for name in HELD_OUT_TRACES]
+
+
 def generation_for(hw, generation=None):
     """The generation key a calibrated profile is filed under: the one
     given, else the hardware profile's; it must be a key cpu.py can give
@@ -128,37 +142,95 @@ def generation_for(hw, generation=None):
     return key
 
 
-def calibrate(hw, traces, interval_s=5, generation=None):
+def _rank(summary, interval, history, h, k):
+    """Sort key of a candidate: smaller is better (module docstring)."""
+    feasible = (summary.worst_regret <= assess.GOAL_REGRET
+                and summary.excess_switches == 0)
+    capture = (1.0 if summary.worst_capture is None
+               else summary.worst_capture)
+    return (not feasible,
+            0.0 if feasible else round(summary.worst_regret, 3),
+            -round(min(capture, 1.0), 2),
+            round(summary.worst_regret, 3), -interval,
+            round(summary.mean_regret, 3), abs(history - DEFAULTS[0]),
+            abs(math.log(h / DEFAULTS[1])), abs(math.log(k / DEFAULTS[2])))
+
+
+def _loses_to(incumbent):
+    """A test that a candidate's score so far already ranks it below the
+    incumbent's Summary, whatever its other traces give."""
+    if incumbent is None or not (
+            incumbent.worst_regret <= assess.GOAL_REGRET
+            and incumbent.excess_switches == 0):
+        return None
+    floor = round(1.0 if incumbent.worst_capture is None
+                  else min(incumbent.worst_capture, 1.0), 2)
+
+    def stop(score):
+        return (score.regret > assess.GOAL_REGRET or score.excess_switches
+                or (score.phased and round(min(score.capture, 1.0), 2)
+                    < floor))
+    return stop
+
+
+class Choice(collections.namedtuple('Choice', (
+        'thresholds', 'interval_s', 'history', 'hysteresis', 'upper_factor',
+        'summary'))):
+    """What the search keeps: thresholds, the free factors, their score
+    on the tuning traces."""
+
+
+def search(hw, traces, interval_s=None):
+    """Step 2: the best :class:`Choice` for ``hw`` over ``traces``.  A
+    given ``interval_s`` is kept; otherwise it is searched too."""
+    traces = list(traces)
+    bench = assess.Bench(hw, traces)
+    intervals = INTERVALS if interval_s is None else (int(interval_s),)
+    best = None
+    for interval, history, h, k in itertools.product(
+            intervals, HISTORIES, HYSTERESIS, UPPER_FACTORS):
+        thresholds = derive(hw, history, interval, h, k)
+        scores = bench.score(thresholds, history, interval,
+                             stop=_loses_to(best and best[1].summary))
+        if len(scores) < len(traces):
+            continue
+        summary = assess.summarize(scores)
+        key = _rank(summary, interval, history, h, k)
+        if best is None or key < best[0]:
+            best = (key, Choice(thresholds, interval, history, h, k,
+                                summary))
+    return best[1]
+
+
+def calibrate(hw, traces, interval_s=None, generation=None):
     """Search the free factors; return (Profile, report dict)."""
     generation = generation_for(hw, generation)
     traces = list(traces)
-    best = None
-    for history, h, k in itertools.product(HISTORIES, HYSTERESIS,
-                                           UPPER_FACTORS):
-        thresholds = derive(hw, history, interval_s, h, k)
-        worst, mean = score(hw, thresholds, history, interval_s, traces)
-        key = (round(worst, 3), round(mean, 3), abs(history - DEFAULTS[0]),
-               abs(math.log(h / DEFAULTS[1])),
-               abs(math.log(k / DEFAULTS[2])))
-        if best is None or key < best[0]:
-            best = (key, thresholds, history, h, k, worst, mean)
-    _, thresholds, history, h, k, worst, mean = best
+    thresholds, interval, history, h, k, summary = search(hw, traces,
+                                                          interval_s)
     pt_star, _ = break_even(hw)
+    capture = ('' if summary.worst_capture is None else
+               ', at least %.0f %% of the oracle\'s gain'
+               % (summary.worst_capture * 100))
     source = ('nova-paging calibrate, hardware profile %s (modeled): '
-              'break-even P-to-T %.4g; history %d, hysteresis %g, upper '
-              'factor %g chosen over %d traces (worst %+.2f %%, mean '
-              '%+.2f %% from the better static mode)'
-              % (hw.name, pt_star, history, h, k, len(traces),
-                 worst * 100, mean * 100))
+              'break-even P-to-T %.4g; interval %d s, history %d, '
+              'hysteresis %g, upper factor %g chosen over %d traces (worst '
+              '%+.2f %%, mean %+.2f %% from the better static mode%s)'
+              % (hw.name, pt_star, interval, history, h, k, len(traces),
+                 summary.worst_regret * 100, summary.mean_regret * 100,
+                 capture))
     profile = profiles.Profile(
         generation=generation, thresholds=thresholds,
-        history_samples=history, interval_s=int(interval_s),
+        history_samples=history, interval_s=interval,
         provenance=profiles.Provenance(
             method='calibrated', source=source,
             obtained=datetime.date.today().isoformat(), hosts=0,
             samples=sum(len(t) for t in traces)))
     report = {'hardware': hw.name, 'break_even_pt': pt_star,
-              'history': history, 'hysteresis': h, 'upper_factor': k,
-              'worst_regret': worst, 'mean_regret': mean,
+              'interval_s': interval, 'history': history, 'hysteresis': h,
+              'upper_factor': k, 'worst_regret': summary.worst_regret,
+              'mean_regret': summary.mean_regret,
+              'worst_capture': summary.worst_capture,
+              'excess_switches': summary.excess_switches,
               'traces': len(traces)}
     return profile, report

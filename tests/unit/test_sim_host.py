@@ -256,3 +256,30 @@ def test_sim_host_over_fuse_passes_conformance_and_churns(tmp_path):
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=20)
     assert not os.path.ismount(mount)
+
+
+def test_time_in_a_mode_does_not_depend_on_when_the_timer_is_handled(
+        tmp_path):
+    """The sampling timer fires every 5 s of simulated time; a host that
+    handles it 2 s late (ticks every 7 s) must charge the same time to
+    each mode and make the same progress as one that ticks every second:
+    the switch happens when the timer fired."""
+    seen = []
+    for step in (1.0, 7.0):
+        clock = FakeClock()
+        host = simhost.SimHost(str(tmp_path / str(step)), NEHALEM,
+                               profiles.builtin(), clock=clock)
+        host.clock = clock
+        vm = start(host, 'a', trace='phases-tlb-fault')
+        vm.model.write(spec.FILE_POLICY, 'adaptive\n')
+        run(host, 700, step)
+        stats = spec.parse_stats(vm.model.read(spec.FILE_STATS))
+        seen.append((stats['switches_to_shadow'], stats['switches_to_hap'],
+                     stats['time_hap_ns'], stats['time_shadow_ns'],
+                     vm.counters()))
+    on_time, late = seen
+    assert on_time[0] > 0 and on_time[1] > 0       # it did switch
+    assert late[:2] == on_time[:2]
+    for got, want in zip(late[2:4], on_time[2:4]):
+        assert got == pytest.approx(want, abs=1000)
+    assert late[4] == pytest.approx(on_time[4], rel=1e-9)
