@@ -359,3 +359,39 @@ def test_plot_writes_a_png(tmp_path):
         str(out)])
     assert result.exit_code == 0, result.output
     assert out.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+def test_calibrate_compare_prints_the_cross_generation_table(tmp_path):
+    names = ['nehalem', 'sapphirerapids-5lp']
+    args = ['calibrate', '--compare']
+    for name in names:
+        args += ['--hardware', name]
+    result = CliRunner().invoke(cli.main, args)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert 'MODELED' in lines[0]
+    assert lines[1].split() == names
+    rows = {line[:line.index('%') - 3].strip(): line for line in lines[2:]}
+    assert set(rows) == {'calibrated for nehalem',
+                         'calibrated for sapphirerapids-5lp',
+                         'paper Table 2'}
+    # Each generation's own thresholds meet the goal on its own costs
+    # (the diagonal); every row has a cell per column.
+    for i, name in enumerate(names):
+        cells = rows['calibrated for %s' % name].split('%')
+        assert len([c for c in cells if c.strip()]) >= 2 * len(names)
+        own = rows['calibrated for %s' % name]
+        cell = own[len(own) - (len(names) - i) * 22:][:22]
+        assert '*' not in cell, own
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_calibrate_wants_one_hardware_and_an_out_file(tmp_path):
+    for args in (['--hardware', 'nehalem'],
+                 ['--hardware', 'nehalem', '--hardware', 'nehalem',
+                  '--out', str(tmp_path / 'x.yaml')]):
+        result = CliRunner().invoke(cli.main, ['calibrate'] + args)
+        assert result.exit_code == 2
+        assert result.stderr.count('\n') == 1, result.stderr
+        assert '--compare' in result.stderr
+    assert list(tmp_path.iterdir()) == []
