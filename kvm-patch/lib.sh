@@ -52,7 +52,8 @@ make_initramfs() {
 		echo "$t" >> "$root/selftests/list"
 	done
 	for t in paging_switch_storm_test paging_switch_abi_test \
-		paging_switch_latency_test paging_switch_cr0_test; do
+		paging_switch_latency_test paging_switch_cr0_test \
+		paging_switch_cr3_test; do
 		if [ -f "$st/x86_64/$t" ]; then
 			cp "$st/x86_64/$t" "$root/selftests/"
 		fi

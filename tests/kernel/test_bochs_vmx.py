@@ -7,7 +7,9 @@ with every VM's paging policy at hap, forced to shadow and under the
 switch storm; paging_switch_storm_test switching a 2-vCPU VM between EPT
 and shadow paging while its guest verifies its memory;
 paging_switch_cr0_test (paging turned off and on in shadow mode: the
-vCPU goes back to EPT meanwhile); and paging_switch_abi_test (error
+vCPU goes back to EPT meanwhile); paging_switch_cr3_test (a guest
+loading CR3 between two address spaces, in every mode); and
+paging_switch_abi_test (error
 codes including the refusal of a VM with VMX in CPUID, statistics, the
 engine under injected samples, the timer, guest page faults counted in
 shadow mode).
@@ -61,6 +63,10 @@ def test_vmx_switching_under_bochs(guests):
     assert re.search(r'^NAP-RESULT cr0 paging_switch_cr0_test PASS', out,
                      re.M), run.report
     assert re.search(r'^NAP-OUT cr0: 100 cycles of paging off and on', out,
+                     re.M), run.report
+    # CR3 loads in shadow mode exit to KVM on VMX (never with EPT): a
+    # guest with two address spaces, in every mode, and no kernel warning.
+    assert re.search(r'^NAP-RESULT cr3 paging_switch_cr3_test PASS', out,
                      re.M), run.report
     assert re.search(r'^NAP-OUT abi: ok \d+ EOPNOTSUPP: .* VMX in its CPUID',
                      out, re.M), run.report

@@ -43,7 +43,8 @@ def test_selftests_in_every_mode(guests):
     # Upstream selftests per mode; the storm selftest reports as switch-N,
     # the interface's selftest as abi, the paging off/on one as cr0.
     modes = {r[0] for r in results
-             if not r[0].startswith('switch-') and r[0] not in ('abi', 'cr0')}
+             if not r[0].startswith('switch-')
+             and r[0] not in ('abi', 'cr0', 'cr3')}
     assert modes == {'hap', 'shadow', 'storm'}, run.report
     failed = [r for r in results if r[2] == 'FAIL']
     assert not failed, run.report
@@ -62,6 +63,10 @@ def test_selftests_in_every_mode(guests):
                      r'PASS', out, re.M), run.report
     # Paging off and on in shadow mode: an SVM vCPU stays in shadow paging.
     assert re.search(r'^NAP-RESULT cr0 paging_switch_cr0_test PASS', out,
+                     re.M), run.report
+    # A guest loading CR3 (two address spaces) in hap, in shadow mode and
+    # switched at every round.
+    assert re.search(r'^NAP-RESULT cr3 paging_switch_cr3_test PASS', out,
                      re.M), run.report
     # The interface's selftest: error codes, statistics, injected samples.
     assert re.search(r'^NAP-RESULT abi paging_switch_abi_test PASS', out,
@@ -95,7 +100,7 @@ def test_switch_storm_on_the_debug_kernel():
     ran = {r[1] for r in results if r[2] == 'PASS'}
     assert ran == set(DEBUG_TESTS.split(',')) | {
         'paging_switch_storm_test', 'paging_switch_abi_test',
-        'paging_switch_cr0_test'}, run.report
+        'paging_switch_cr0_test', 'paging_switch_cr3_test'}, run.report
     assert len(results) == len(ran), run.report
     assert 'NAP-DMESG' not in out, run.report
     assert rc == 0, run.report
