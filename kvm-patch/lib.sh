@@ -14,6 +14,22 @@ series_patches() {
 	grep -v -e '^#' -e '^[[:space:]]*$' "$PATCH_DIR/series" || true
 }
 
+# debian_mirror: the Debian archive this machine's apt is configured with
+# (NAP_DEBIAN_MIRROR overrides it), for debootstrap of the bookworm root:
+# a machine behind a proxy or a local mirror reaches no other.
+debian_mirror() {
+	local uri=${NAP_DEBIAN_MIRROR:-}
+	[ -n "$uri" ] || uri=$(apt-get indextargets --format '$(REPO_URI)' \
+		'Identifier: Packages' 'Codename: bookworm' 'Component: main' \
+		'Origin: Debian' 2>/dev/null | head -n 1)
+	if [ -z "$uri" ]; then
+		echo "lib.sh: no Debian bookworm archive in apt's sources" \
+			"(run apt-get update, or set NAP_DEBIAN_MIRROR)" >&2
+		return 1
+	fi
+	echo "$uri"
+}
+
 # The upstream KVM selftests the test guests run (guest/init), in order.
 GUEST_SELFTESTS="kvm_create_max_vcpus set_memory_region_test guest_print_test
 kvm_binary_stats_test demand_paging_test dirty_log_test kvm_page_table_test

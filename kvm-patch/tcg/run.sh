@@ -26,8 +26,9 @@ while [ $# -gt 0 ]; do
 		# checkout's nova_adaptive_paging, shared with the guest.
 		ROOTFS=$CACHE/rootfs
 		if [ ! -x "$ROOTFS/usr/bin/python3" ]; then
+			mirror=$(debian_mirror)
 			debootstrap --variant=minbase --include=python3 bookworm \
-				"$ROOTFS" http://deb.debian.org/debian >&2
+				"$ROOTFS" "$mirror" >&2
 		fi
 		mkdir -p "$ROOTFS/opt/nap"
 		rsync -a --delete --exclude __pycache__ \
