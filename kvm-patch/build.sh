@@ -131,6 +131,14 @@ if [ ! -f "$OBJ/.config" ] || [ "$(cat "$OBJ/.nap-config" 2>/dev/null)" != \
 	./scripts/kconfig/merge_config.sh -m -O "$OBJ" "$OBJ/.config" \
 		"${frags[@]}" >/dev/null
 	make -s O="$OBJ" olddefconfig
+	# Kconfig drops an option whose dependencies are off without a word:
+	# every option the fragments ask for must be in the result.
+	missing=$(grep -h -E '^CONFIG_[A-Z0-9_]+=' "${frags[@]}" |
+		grep -v -x -F -f "$OBJ/.config" || true)
+	if [ -n "$missing" ]; then
+		log "the configuration lacks what config/ asks for:" $missing
+		exit 1
+	fi
 	echo "$cfgsum" > "$OBJ/.nap-config"
 fi
 start=$(date +%s)
