@@ -170,7 +170,7 @@ class Suite:
         with self.preserved():
             self.t.write(self.vm_file(spec.FILE_POLICY), 'hap\n')
             before = self.stats()
-            for mode in ('shadow', 'hap', 'shadow', 'hap'):
+            for mode in (vocabulary.SHADOW, vocabulary.HAP) * 2:
                 self.t.write(self.vm_file(spec.FILE_POLICY), mode + '\n')
                 if self.read_word(spec.FILE_MODE) != mode:
                     raise Failure('policy %s left the VM in %s mode'
@@ -200,7 +200,7 @@ class Suite:
             self.expect_error(rel, 'shadow\n', spec.EPERM)
             self.t.write(self.vm_file(spec.FILE_POLICY), 'adaptive\n')
             self.expect_error(rel, 'sideways\n', spec.EINVAL)
-            for mode in ('shadow', 'hap'):
+            for mode in (vocabulary.SHADOW, vocabulary.HAP):
                 self.t.write(rel, mode + '\n')
                 if self.read_word(spec.FILE_MODE) != mode:
                     raise Failure('forced switch to %s did not happen'

@@ -128,7 +128,8 @@ class VmModel:
 
     def __init__(self, host, mode, can_hap, can_shadow, pmu):
         self.host = host
-        self.can = {'hap': can_hap, 'shadow': can_shadow}
+        self.can = {vocabulary.HAP: can_hap,
+                    vocabulary.SHADOW: can_shadow}
         self.pmu = pmu
         self.policy = mode
         self.mode = mode

@@ -223,7 +223,7 @@ def evaluate(trace, hardware, profile, interval=None, guest_faults=True,
 def regret(result, policy=vocabulary.ADAPTIVE):
     """(policy / best static - 1, policy / oracle - 1) of one result."""
     p = result['policies']
-    best = min(p['hap']['time_s'], p['shadow']['time_s'])
+    best = min(p[vocabulary.HAP]['time_s'], p[vocabulary.SHADOW]['time_s'])
     mine = p[policy]['time_s']
     out = [mine / best - 1.0]
     if ORACLE in p:

@@ -34,6 +34,7 @@ from nova_adaptive_paging import fileutil
 from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.costmodel import evaluator
 from nova_adaptive_paging.simhost import libvirt_xml
+from nova_adaptive_paging import vocabulary
 
 # Where the agent (host.vm) looks for libvirt's pid files.
 PID_DIR = vmfiles.LIBVIRT_PID_DIR
@@ -100,8 +101,8 @@ class SimVm:
         self.next_sample_ns = None
         self.prev = (0, 0, 0)
         self.model = host.model.add_sim_vm(
-            self.dirname, self, 'hap', spec_.can_hap, spec_.can_shadow,
-            True)
+            self.dirname, self, vocabulary.HAP, spec_.can_hap,
+            spec_.can_shadow, True)
         self._schedule(start_ns)
 
     def _schedule(self, now_ns):

@@ -13,6 +13,7 @@ Section II), so their HAP TLB-miss cost is drawn from the range scaled by
 import random
 
 from nova_adaptive_paging.costmodel import hardware
+from nova_adaptive_paging import vocabulary
 
 # (low, high), in ns unless said otherwise.
 TLB_MISS_HAP = (2.0, 12.0)
@@ -45,11 +46,13 @@ def profiles(count=DEFAULT_COUNT, seed=DEFAULT_SEED):
         else:
             high = max(high / FIVE_LEVEL_WALK, low)
         costs = {
-            'hap': {'tlb_miss': _log_uniform(rng, low, high),
-                    'page_fault': 0.0, 'cr3_write': 0.0},
-            'shadow': {'tlb_miss': 0.0,
-                       'page_fault': _log_uniform(rng, *PAGE_FAULT_SHADOW),
-                       'cr3_write': _log_uniform(rng, *CR3_WRITE_SHADOW)},
+            vocabulary.HAP: {
+                'tlb_miss': _log_uniform(rng, low, high),
+                'page_fault': 0.0, 'cr3_write': 0.0},
+            vocabulary.SHADOW: {
+                'tlb_miss': 0.0,
+                'page_fault': _log_uniform(rng, *PAGE_FAULT_SHADOW),
+                'cr3_write': _log_uniform(rng, *CR3_WRITE_SHADOW)},
         }
         switch = {'to_hap': _log_uniform(rng, *TO_HAP),
                   'to_shadow': _log_uniform(rng, *TO_SHADOW),
