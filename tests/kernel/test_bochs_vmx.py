@@ -6,8 +6,9 @@ runs, through the same guest/init as the TCG guest: upstream selftests
 with every VM's paging policy at hap, forced to shadow and under the
 switch storm; paging_switch_storm_test switching a 2-vCPU VM between EPT
 and shadow paging while its guest verifies its memory;
-paging_switch_cr0_test (paging turned off and on in shadow mode: the
-vCPU goes back to EPT meanwhile); paging_switch_cr3_test (a guest
+paging_switch_cr0_test (paging turned off and on in shadow mode, with
+code run while it is off: the vCPU goes back to EPT meanwhile);
+paging_switch_cr3_test (a guest
 loading CR3 between two address spaces, in every mode); and
 paging_switch_abi_test (error
 codes including the refusal of a VM with VMX in CPUID, statistics, the
