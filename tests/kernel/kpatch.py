@@ -76,6 +76,20 @@ def guest_selftests():
     return m.group(1).split()
 
 
+def assert_access_matrix(out, report):
+    """paging_switch_access_test passed: 1,536 accesses (64 PTEs x CR0.WP,
+    SMEP, SMAP x read, write, fetch) in each of hap, shadow and switching,
+    none differing from the architecture's rules."""
+    assert re.search(r'^NAP-RESULT access paging_switch_access_test PASS',
+                     out, re.M), report
+    counts = re.findall(r'(hap|shadow|switching) (\d+) accesses (\d+) '
+                        r'mismatches', out)
+    assert sorted((mode, int(n), int(bad)) for mode, n, bad in counts) == [
+        ('hap', 1536, 0), ('shadow', 1536, 0), ('switching', 1536, 0)], \
+        report
+    assert 'smep on smap on' in out, report
+
+
 def skipped(results):
     """The (mode, test) pairs that reported SKIP: a skip is no pass."""
     return [(mode, test) for mode, test, verdict, _, _ in results

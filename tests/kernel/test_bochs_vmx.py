@@ -69,6 +69,7 @@ def test_vmx_switching_under_bochs(guests):
     # guest with two address spaces, in every mode, and no kernel warning.
     assert re.search(r'^NAP-RESULT cr3 paging_switch_cr3_test PASS', out,
                      re.M), run.report
+    kpatch.assert_access_matrix(out, run.report)
     assert re.search(r'^NAP-OUT abi: ok \d+ EOPNOTSUPP: .* VMX in its CPUID',
                      out, re.M), run.report
     assert re.search(r'^NAP-RESULT abi paging_switch_abi_test PASS', out,

@@ -44,7 +44,7 @@ def test_selftests_in_every_mode(guests):
     # the interface's selftest as abi, the paging off/on one as cr0.
     modes = {r[0] for r in results
              if not r[0].startswith('switch-')
-             and r[0] not in ('abi', 'cr0', 'cr3')}
+             and r[0] not in ('abi', 'cr0', 'cr3', 'access')}
     assert modes == {'hap', 'shadow', 'storm'}, run.report
     failed = [r for r in results if r[2] == 'FAIL']
     assert not failed, run.report
@@ -69,6 +69,9 @@ def test_selftests_in_every_mode(guests):
     # switched at every round.
     assert re.search(r'^NAP-RESULT cr3 paging_switch_cr3_test PASS', out,
                      re.M), run.report
+    # The MMU's permission matrix, as the architecture decides it, in
+    # every mode (SMEP and SMAP included: the emulated EPYC has both).
+    kpatch.assert_access_matrix(out, run.report)
     # The interface's selftest: error codes, statistics, injected samples.
     assert re.search(r'^NAP-RESULT abi paging_switch_abi_test PASS', out,
                      re.M), run.report
@@ -101,7 +104,8 @@ def test_switch_storm_on_the_debug_kernel():
     ran = {r[1] for r in results if r[2] == 'PASS'}
     assert ran == set(DEBUG_TESTS.split(',')) | {
         'paging_switch_storm_test', 'paging_switch_abi_test',
-        'paging_switch_cr0_test', 'paging_switch_cr3_test'}, run.report
+        'paging_switch_cr0_test', 'paging_switch_cr3_test',
+        'paging_switch_access_test'}, run.report
     assert len(results) == len(ran), run.report
     assert 'NAP-DMESG' not in out, run.report
     assert rc == 0, run.report
