@@ -67,7 +67,8 @@ def test_selftests_in_every_mode(guests):
     assert re.search(r'^NAP-RESULT switch-\S+ paging_switch_storm_test '
                      r'PASS', out, re.M), run.report
     # Paging off and on in shadow mode, running code with paging off: the
-    # vCPU goes back to NPT meanwhile (it ran on a wrong root before 0018).
+    # vCPU goes back to NPT meanwhile (0018; before, it kept a root whose
+    # PDPTEs set bits the APM reserves, which QEMU does not check).
     assert re.search(r'^NAP-RESULT cr0 paging_switch_cr0_test PASS', out,
                      re.M), run.report
     # A guest loading CR3 (two address spaces) in hap, in shadow mode and
