@@ -31,7 +31,7 @@ pytestmark = pytest.mark.skipif(not ENABLED,
 
 # dirty_log_test with 8 of its 32 iterations per log mode: each mode
 # still runs, in a quarter of the 7 minutes it took in shadow mode and
-# under the storm (of a 35-minute boot).
+# under the storm (of a 29-minute boot).
 GATE_ARGS = {'dirty_log_test': ['-i', '8']}
 GATE_TESTS = ','.join(':'.join([test] + GATE_ARGS.get(test, []))
                       for test in kpatch.guest_selftests())
