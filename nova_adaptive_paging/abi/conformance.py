@@ -168,7 +168,7 @@ class Suite:
 
     def check_fixed_policies_switch_and_count(self):
         with self.preserved():
-            self.t.write(self.vm_file(spec.FILE_POLICY), 'hap\n')
+            self.t.write(self.vm_file(spec.FILE_POLICY), vocabulary.HAP + '\n')
             before = self.stats()
             for mode in (vocabulary.SHADOW, vocabulary.HAP) * 2:
                 self.t.write(self.vm_file(spec.FILE_POLICY), mode + '\n')
@@ -183,7 +183,7 @@ class Suite:
                     raise Failure('%s grew by %d over 2 switches'
                                   % (key, after[key] - before[key]))
             # Writing the current mode again is not a switch.
-            self.t.write(self.vm_file(spec.FILE_POLICY), 'hap\n')
+            self.t.write(self.vm_file(spec.FILE_POLICY), vocabulary.HAP + '\n')
             if self.stats()['switches_to_hap'] != after['switches_to_hap']:
                 raise Failure('re-writing the current policy counted a '
                               'switch')
@@ -196,9 +196,10 @@ class Suite:
     def check_forced_switch(self):
         rel = self.vm_file(spec.FILE_SWITCH)
         with self.preserved():
-            self.t.write(self.vm_file(spec.FILE_POLICY), 'hap\n')
-            self.expect_error(rel, 'shadow\n', spec.EPERM)
-            self.t.write(self.vm_file(spec.FILE_POLICY), 'adaptive\n')
+            self.t.write(self.vm_file(spec.FILE_POLICY), vocabulary.HAP + '\n')
+            self.expect_error(rel, vocabulary.SHADOW + '\n', spec.EPERM)
+            self.t.write(self.vm_file(spec.FILE_POLICY),
+                         vocabulary.ADAPTIVE + '\n')
             self.expect_error(rel, 'sideways\n', spec.EINVAL)
             for mode in (vocabulary.SHADOW, vocabulary.HAP):
                 self.t.write(rel, mode + '\n')
@@ -292,8 +293,9 @@ class Suite:
             self.t.write(_param(spec.PARAM_INJECT), 'Y\n')
             self.t.write(self.vm_file(spec.FILE_THRESHOLDS),
                          thresholds.format())
-            self.t.write(self.vm_file(spec.FILE_POLICY), 'hap\n')
-            self.t.write(self.vm_file(spec.FILE_POLICY), 'adaptive\n')
+            self.t.write(self.vm_file(spec.FILE_POLICY), vocabulary.HAP + '\n')
+            self.t.write(self.vm_file(spec.FILE_POLICY),
+                         vocabulary.ADAPTIVE + '\n')
             ref = self.reference(thresholds.thresholds, thresholds.history,
                                  dsp.Mode.HAP)
             samples = itertools.chain(held,
@@ -329,7 +331,7 @@ def find_vm(transport):
             continue
         policy = transport.read(rel).strip()
         try:
-            transport.write(rel, 'adaptive\n')
+            transport.write(rel, vocabulary.ADAPTIVE + '\n')
         except OSError:
             continue
         transport.write(rel, policy + '\n')

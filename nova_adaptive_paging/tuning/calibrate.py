@@ -48,7 +48,7 @@ from nova_adaptive_paging import exception
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.costmodel import traces as tracefiles
 from nova_adaptive_paging.tuning import assess
-from nova_adaptive_paging.vocabulary import HAP, SHADOW
+from nova_adaptive_paging import vocabulary
 
 INTERVALS = (1, 2, 5, 10)
 HISTORIES = (1, 2, 3, 4, 5)
@@ -72,8 +72,10 @@ def _round(value):
 
 def break_even(hw):
     """(P-to-T* in paper units, seconds per TLB miss saved by shadow)."""
-    dt = hw.cost_s(HAP, 'tlb_miss') - hw.cost_s(SHADOW, 'tlb_miss')
-    dp = hw.cost_s(SHADOW, 'page_fault') - hw.cost_s(HAP, 'page_fault')
+    dt = (hw.cost_s(vocabulary.HAP, 'tlb_miss') -
+          hw.cost_s(vocabulary.SHADOW, 'tlb_miss'))
+    dp = (hw.cost_s(vocabulary.SHADOW, 'page_fault') -
+          hw.cost_s(vocabulary.HAP, 'page_fault'))
     if dt <= 0 or dp <= 0:
         raise ValueError('%s: the break-even analysis needs TLB misses to '
                          'cost more in HAP and page faults more in shadow '
@@ -85,7 +87,8 @@ def derive(hw, history, interval_s, hysteresis, upper_factor):
     """Thresholds from costs for fixed free factors (step 1)."""
     pt_star, dt = break_even(hw)
     ws = hw.reference_working_set_mib
-    round_trip = hw.switch_s(SHADOW, ws) + hw.switch_s(HAP, ws)
+    round_trip = (hw.switch_s(vocabulary.SHADOW, ws) +
+                  hw.switch_s(vocabulary.HAP, ws))
     # The share of its time a VM may lose before rule 3 stops keeping its
     # mode: what a round trip of switches costs over the shortest stay,
     # but never more than the regret bound allows.
