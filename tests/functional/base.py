@@ -10,6 +10,7 @@ to the placement fixture.
 
 import os
 import sysconfig
+import time
 
 import fixtures
 import nova.conf
@@ -113,7 +114,8 @@ class PagingTestBase(integrated_helpers.ProviderUsageBaseTestCase):
             microversion='1.6')
         return set(resp.json()['traits'])
 
-    def paging_flavor(self, paging=None, paired=True, **extra_specs):
+    def paging_flavor(self, paging=None, paired=True, memory_mb=256,
+                      **extra_specs):
         """A flavor asking ``hw:paging=paging``, with its required trait
         (as ``nova-paging flavor set`` writes it) unless ``paired`` is
         false; ``extra_specs`` are added as they are."""
@@ -123,13 +125,24 @@ class PagingTestBase(integrated_helpers.ProviderUsageBaseTestCase):
             if not paired:
                 specs = {vocabulary.KEY_POLICY: paging}
             extra_specs = dict(specs, **extra_specs)
-        return self._create_flavor(vcpu=1, memory_mb=256, disk=1,
+        return self._create_flavor(vcpu=1, memory_mb=memory_mb, disk=1,
                                    extra_spec=extra_specs or None)
 
     def boot(self, flavor, expected_state='ACTIVE'):
         server = self._create_server(flavor_id=flavor, networks='none',
                                      expected_state=expected_state)
         return server
+
+    def boot_either(self, flavor):
+        """Boot; the server once it is ACTIVE or in ERROR with its fault."""
+        server = self.api.post_server({'server': self._build_server(
+            flavor_id=flavor, networks='none')})
+        for _ in range(20):
+            server = self.admin_api.get_server(server['id'])
+            if server['status'] == 'ACTIVE' or 'fault' in server:
+                return server
+            time.sleep(0.5)
+        self.fail('server neither ACTIVE nor in ERROR: %s' % server)
 
     def host_of(self, server):
         return self.admin_api.get_server(server['id'])[
