@@ -90,6 +90,22 @@ def assert_access_matrix(out, report):
     assert 'smep on smap on' in out, report
 
 
+def assert_remap(out, report, replacements=4096, log_changes=16):
+    """paging_switch_remap_test passed: two vCPUs read every page fresh
+    after the host replaced it, while the VM flipped between shadow and
+    hap every 16 replacements (each way once per 32) and dirty logging
+    changed every 256 (the test's schedule; log_changes=0 when the run
+    left dirty logging out)."""
+    assert re.search(r'^NAP-RESULT remap paging_switch_remap_test PASS',
+                     out, re.M), report
+    flips = replacements // 32
+    assert re.search(r'^NAP-OUT remap: %d pages replaced under 2 vCPUs: '
+                     r'%d switches to shadow, %d to hap, [1-9]\d* rounds, '
+                     r'dirty logging turned on or off %d times$'
+                     % (replacements, flips, flips, log_changes), out,
+                     re.M), report
+
+
 def skipped(results):
     """The (mode, test) pairs that reported SKIP: a skip is no pass."""
     return [(mode, test) for mode, test, verdict, _, _ in results

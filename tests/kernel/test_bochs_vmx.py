@@ -9,8 +9,10 @@ and shadow paging while its guest verifies its memory;
 paging_switch_cr0_test (paging turned off and on in shadow mode, with
 code run while it is off: the vCPU goes back to EPT meanwhile);
 paging_switch_cr3_test (a guest
-loading CR3 between two address spaces, in every mode); and
-paging_switch_abi_test (error
+loading CR3 between two address spaces, in every mode);
+paging_switch_access_test (the MMU's permission matrix);
+paging_switch_remap_test (host pages replaced under reading vCPUs while
+the VM switches); and paging_switch_abi_test (error
 codes including the refusal of a VM with VMX in CPUID, statistics, the
 engine under injected samples, the timer, guest page faults counted in
 shadow mode).
@@ -33,8 +35,12 @@ pytestmark = pytest.mark.skipif(not ENABLED,
 SELFTESTS = 'kvm_create_max_vcpus,guest_print_test,kvm_binary_stats_test'
 SWITCHES = 2000
 # Booted once, beside the TCG host (conftest.guests).
+# paging_switch_remap_test without its dirty logging: Bochs writes the
+# guest-physical address of a paging-structure entry into the PML log
+# with bits 11:0 set (seen: 0x183008, 0x20f5f8), where the SDM says they
+# are cleared, and KVM's vmx_flush_pml_buffer() warns on each.
 BOOT = ('bochs', 'nap.modes=hap,shadow,storm', 'nap.tests=' + SELFTESTS,
-        'nap.storm_switches=%d' % SWITCHES)
+        'nap.storm_switches=%d' % SWITCHES, 'nap.remap=4096:2:16:0')
 
 
 def test_vmx_switching_under_bochs(guests):
@@ -70,6 +76,7 @@ def test_vmx_switching_under_bochs(guests):
     assert re.search(r'^NAP-RESULT cr3 paging_switch_cr3_test PASS', out,
                      re.M), run.report
     kpatch.assert_access_matrix(out, run.report)
+    kpatch.assert_remap(out, run.report, log_changes=0)
     assert re.search(r'^NAP-OUT abi: ok \d+ EOPNOTSUPP: .* VMX in its CPUID',
                      out, re.M), run.report
     assert re.search(r'^NAP-RESULT abi paging_switch_abi_test PASS', out,

@@ -7,7 +7,8 @@ NPT on, and the upstream selftest set runs three times, with every VM's
 paging policy left at hap, forced to shadow, and flipped between the two
 every few milliseconds (switch storm); then paging_switch_storm_test
 switches a 2-vCPU VM 10,000 times while its guest verifies its memory,
-paging_switch_abi_test checks the interface's error codes, statistics
+paging_switch_remap_test replaces the host pages behind a switching VM's
+memory while its vCPUs read it, paging_switch_abi_test checks the interface's error codes, statistics
 and engine, and the interface's conformance suite runs in the guest
 (Debian root over 9p).
 
@@ -54,7 +55,7 @@ def test_selftests_in_every_mode(guests):
     # the interface's selftest as abi, the paging off/on one as cr0.
     modes = {r[0] for r in results
              if not r[0].startswith('switch-')
-             and r[0] not in ('abi', 'cr0', 'cr3', 'access')}
+             and r[0] not in ('abi', 'cr0', 'cr3', 'access', 'remap')}
     assert modes == {'hap', 'shadow', 'storm'}, run.report
     failed = [r for r in results if r[2] == 'FAIL']
     assert not failed, run.report
@@ -83,6 +84,9 @@ def test_selftests_in_every_mode(guests):
     # The MMU's permission matrix, as the architecture decides it, in
     # every mode (SMEP and SMAP included: the emulated EPYC has both).
     kpatch.assert_access_matrix(out, run.report)
+    # Host pages replaced under two reading vCPUs while the VM switches:
+    # no translation outlives its invalidation.
+    kpatch.assert_remap(out, run.report)
     # The interface's selftest: error codes, statistics, injected samples.
     assert re.search(r'^NAP-RESULT abi paging_switch_abi_test PASS', out,
                      re.M), run.report
@@ -116,7 +120,7 @@ def test_switch_storm_on_the_debug_kernel():
     assert ran == set(DEBUG_TESTS.split(',')) | {
         'paging_switch_storm_test', 'paging_switch_abi_test',
         'paging_switch_cr0_test', 'paging_switch_cr3_test',
-        'paging_switch_access_test'}, run.report
+        'paging_switch_access_test', 'paging_switch_remap_test'}, run.report
     assert len(results) == len(ran), run.report
     assert 'NAP-DMESG' not in out, run.report
     assert rc == 0, run.report
