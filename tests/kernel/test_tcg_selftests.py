@@ -8,9 +8,9 @@ paging policy left at hap, forced to shadow, and flipped between the two
 every few milliseconds (switch storm); then paging_switch_storm_test
 switches a 2-vCPU VM 10,000 times while its guest verifies its memory,
 paging_switch_remap_test replaces the host pages behind a switching VM's
-memory while its vCPUs read it, paging_switch_abi_test checks the interface's error codes, statistics
-and engine, and the interface's conformance suite runs in the guest
-(Debian root over 9p).
+memory while its vCPUs read it, paging_switch_abi_test checks the
+interface's error codes, statistics and engine, and the interface's
+conformance suite runs in the guest (Debian root over 9p).
 
 Slow (a cold kernel build takes 10-15 minutes on two cores) and needs
 root, apt and qemu-system-x86: it runs only with NAP_KERNEL_TESTS=1, as
