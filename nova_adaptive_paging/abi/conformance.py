@@ -79,6 +79,9 @@ class Suite:
     def read_word(self, name):
         return self.t.read(self.vm_file(name)).strip()
 
+    def write_word(self, name, word):
+        self.t.write(self.vm_file(name), word + '\n')
+
     @contextlib.contextmanager
     def preserved(self):
         """Restore the VM policy, thresholds and host injection after."""
@@ -99,7 +102,7 @@ class Suite:
             self.t.write(self.vm_file(spec.FILE_THRESHOLDS),
                          saved.format() if override else 'default\n')
             self.t.write(_param(spec.PARAM_INJECT), inject + '\n')
-            self.t.write(self.vm_file(spec.FILE_POLICY), policy + '\n')
+            self.write_word(spec.FILE_POLICY, policy)
 
     # -- host-wide -------------------------------------------------------
     def check_discovery(self):
@@ -168,10 +171,10 @@ class Suite:
 
     def check_fixed_policies_switch_and_count(self):
         with self.preserved():
-            self.t.write(self.vm_file(spec.FILE_POLICY), vocabulary.HAP + '\n')
+            self.write_word(spec.FILE_POLICY, vocabulary.HAP)
             before = self.stats()
             for mode in (vocabulary.SHADOW, vocabulary.HAP) * 2:
-                self.t.write(self.vm_file(spec.FILE_POLICY), mode + '\n')
+                self.write_word(spec.FILE_POLICY, mode)
                 if self.read_word(spec.FILE_MODE) != mode:
                     raise Failure('policy %s left the VM in %s mode'
                                   % (mode, self.read_word(spec.FILE_MODE)))
@@ -183,7 +186,7 @@ class Suite:
                     raise Failure('%s grew by %d over 2 switches'
                                   % (key, after[key] - before[key]))
             # Writing the current mode again is not a switch.
-            self.t.write(self.vm_file(spec.FILE_POLICY), vocabulary.HAP + '\n')
+            self.write_word(spec.FILE_POLICY, vocabulary.HAP)
             if self.stats()['switches_to_hap'] != after['switches_to_hap']:
                 raise Failure('re-writing the current policy counted a '
                               'switch')
@@ -196,13 +199,12 @@ class Suite:
     def check_forced_switch(self):
         rel = self.vm_file(spec.FILE_SWITCH)
         with self.preserved():
-            self.t.write(self.vm_file(spec.FILE_POLICY), vocabulary.HAP + '\n')
+            self.write_word(spec.FILE_POLICY, vocabulary.HAP)
             self.expect_error(rel, vocabulary.SHADOW + '\n', spec.EPERM)
-            self.t.write(self.vm_file(spec.FILE_POLICY),
-                         vocabulary.ADAPTIVE + '\n')
+            self.write_word(spec.FILE_POLICY, vocabulary.ADAPTIVE)
             self.expect_error(rel, 'sideways\n', spec.EINVAL)
             for mode in (vocabulary.SHADOW, vocabulary.HAP):
-                self.t.write(rel, mode + '\n')
+                self.write_word(spec.FILE_SWITCH, mode)
                 if self.read_word(spec.FILE_MODE) != mode:
                     raise Failure('forced switch to %s did not happen'
                                   % mode)
@@ -293,9 +295,8 @@ class Suite:
             self.t.write(_param(spec.PARAM_INJECT), 'Y\n')
             self.t.write(self.vm_file(spec.FILE_THRESHOLDS),
                          thresholds.format())
-            self.t.write(self.vm_file(spec.FILE_POLICY), vocabulary.HAP + '\n')
-            self.t.write(self.vm_file(spec.FILE_POLICY),
-                         vocabulary.ADAPTIVE + '\n')
+            self.write_word(spec.FILE_POLICY, vocabulary.HAP)
+            self.write_word(spec.FILE_POLICY, vocabulary.ADAPTIVE)
             ref = self.reference(thresholds.thresholds, thresholds.history,
                                  dsp.Mode.HAP)
             samples = itertools.chain(held,
