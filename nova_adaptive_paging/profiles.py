@@ -27,8 +27,10 @@ and the problem, and the caller keeps whatever profile it had before.
 import dataclasses
 import datetime
 import decimal
+import glob
 import importlib.resources
 import logging
+import os
 import re
 
 import yaml
@@ -234,6 +236,14 @@ def builtin(generation=FALLBACK_GENERATION):
     return loads(res.read_text(encoding='utf-8'), 'builtin:%s' % generation)
 
 
+def paths_in(directories):
+    """The profile files (``*.yaml``) of ``directories``, in order."""
+    paths = []
+    for directory in directories:
+        paths += sorted(glob.glob(os.path.join(directory, '*.yaml')))
+    return paths
+
+
 class ProfileSet:
     """Profiles by generation, with the built-in fallback.
 
@@ -271,6 +281,14 @@ class ProfileSet:
             by_path[path] = profile
         self._profiles, self._by_path = fresh, by_path
         return errors
+
+    def source_of(self, generation):
+        """The file the profile for ``generation`` came from, or
+        ``builtin:<generation>`` (the fallback's, if it has none)."""
+        for path, profile in self._by_path.items():
+            if profile.generation == generation:
+                return path
+        return 'builtin:%s' % self.for_generation(generation).generation
 
     def for_generation(self, generation):
         """The profile for ``generation``, else the fallback profile."""

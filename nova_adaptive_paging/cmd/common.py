@@ -1,7 +1,5 @@
 """What the ``nova-paging`` command modules share."""
 
-import glob
-import os
 import sys
 
 import click
@@ -49,9 +47,7 @@ def profile_set():
     """Built-ins plus the configured directories; a bad file is reported
     and left out on its own."""
     found = profiles.ProfileSet()
-    paths = []
-    for directory in CONF.adaptive_paging.profile_dirs:
-        paths += sorted(glob.glob(os.path.join(directory, '*.yaml')))
+    paths = profiles.paths_in(CONF.adaptive_paging.profile_dirs)
     for exc in found.reload(paths):
         click.echo('warning: %s; left out' % exc, err=True)
     return found

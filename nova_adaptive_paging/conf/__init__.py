@@ -10,11 +10,13 @@ agent's ``[placement]`` section must not collide with Nova's.
 from oslo_config import cfg
 
 from nova_adaptive_paging.conf import adaptive_paging
+from nova_adaptive_paging.conf import agent
 from nova_adaptive_paging.conf import placement
 
 CONF = cfg.ConfigOpts()
 
 adaptive_paging.register_opts(CONF)
+agent.register_opts(CONF)
 placement.register_opts(CONF)
 
 

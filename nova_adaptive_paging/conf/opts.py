@@ -1,9 +1,10 @@
 """Entry point for oslo-config-generator (``oslo.config.opts``)."""
 
 from nova_adaptive_paging.conf import adaptive_paging
+from nova_adaptive_paging.conf import agent
 from nova_adaptive_paging.conf import placement
 
-MODULES = (adaptive_paging, placement)
+MODULES = (adaptive_paging, agent, placement)
 
 
 def list_opts():

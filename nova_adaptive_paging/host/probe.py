@@ -2,7 +2,8 @@
 
 One function per fact, each reading the file the kernel exposes under a
 root (``/`` on a compute node, a directory laid out like it in tests and
-on the simulated host).  :func:`detect` puts them together into
+on the simulated host) or through a transport with the same paths.
+:func:`detect` puts them together into
 :class:`~nova_adaptive_paging.capabilities.Capabilities`: a host claims
 switching only when the patch is loaded with an interface version this
 package drives *and* nothing in the running kernel stops the agent from
@@ -13,6 +14,7 @@ import os
 
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging import capabilities
+from nova_adaptive_paging.host import files
 
 TDP_MMU = os.path.join(spec.PARAMS_DIR, spec.PARAM_TDP_MMU)
 AVIC = 'sys/module/kvm_amd/parameters/avic'
@@ -23,9 +25,11 @@ PT_MODE_HOST_GUEST = '1'
 
 
 def _read(root, rel):
+    """The stripped text of ``rel``; ``root`` is a directory or a
+    transport (host.files, the agent's privileged one, a model)."""
+    source = files.FileTransport(root) if isinstance(root, str) else root
     try:
-        with open(os.path.join(root, rel), encoding='ascii') as f:
-            return f.read().strip()
+        return source.read(rel).strip()
     except (FileNotFoundError, NotADirectoryError):
         return None
 

@@ -11,7 +11,9 @@ both agree).
 
 import xml.etree.ElementTree as ET
 
-NOVA_NS = 'http://openstack.org/xmlns/libvirt/nova/1.1'
+from nova_adaptive_paging.agent import guest
+
+NOVA_NS = guest.NOVA_NS
 PACKAGE = 'nova-adaptive-paging-sim'
 CREATION_TIME = '2011-03-09 00:00:00'
 

@@ -5,22 +5,29 @@ Grafana dashboards and the profiler all take the names from here, so
 renaming a metric is one change that every consumer follows (their tests
 check that they name only metrics defined here).  Names follow the
 Prometheus conventions: a ``nova_paging_`` namespace, base units
-(seconds), ``_total`` on counters.
+(seconds), ``_total`` on counters, one family per quantity with the
+variants (mode, direction) as labels.
 
-Per-guest metrics come from the kernel's ``paging_stats`` (``source``
-names the key; nanosecond counters are exported in seconds).
+Per-guest series carry the Nova instance UUID only; the Nova labels
+(domain, flavor, project, policy) sit on one ``nova_paging_guest_info``
+series per guest to join against, as the libvirt exporters do, so a
+flavor rename never splits a counter.  Per-guest counters come from the
+kernel's ``paging_stats`` (``source`` names the key or keys, one per
+label value; nanosecond counters are exported in seconds).
 """
 
 import dataclasses
+
+from nova_adaptive_paging import vocabulary
 
 NAMESPACE = 'nova_paging'
 
 COUNTER = 'counter'
 GAUGE = 'gauge'
+HISTOGRAM = 'histogram'
 
-# Labels of every per-guest metric: Nova's instance UUID and libvirt's
-# domain name.
-GUEST_LABELS = ('instance', 'domain')
+GUEST_LABELS = ('instance',)
+NS = 1e-9
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,10 +36,18 @@ class Metric:
     kind: str
     help: str
     labels: tuple = ()
-    # The paging_stats key it is read from, if any; ``scale`` turns the
-    # kernel's unit into the metric's.
-    source: str = None
+    # The paging_stats key it is read from, if any: one key, or one per
+    # value of the last label (a dict).  ``scale`` turns the kernel's unit
+    # into the metric's.
+    source: object = None
     scale: float = 1.0
+
+    def sources(self):
+        if self.source is None:
+            return ()
+        if isinstance(self.source, dict):
+            return tuple(self.source.values())
+        return (self.source,)
 
 
 def _m(suffix, kind, help, labels=(), source=None, scale=1.0):
@@ -40,54 +55,90 @@ def _m(suffix, kind, help, labels=(), source=None, scale=1.0):
                   source, scale)
 
 
-NS = 1e-9
-
+# -- per guest ---------------------------------------------------------------
+GUEST_INFO = _m('guest_info', GAUGE, 'Always 1: the Nova instance behind '
+                'the guest and the paging policy applied to it (source: '
+                'flavor, nova-api or default).',
+                GUEST_LABELS + ('domain', 'flavor', 'project', 'policy',
+                                'source'))
 GUEST_MODE = _m('guest_mode', GAUGE, 'Paging mode the guest runs in now '
-                '(1 for its mode).', GUEST_LABELS + ('mode',), 'mode')
-GUEST_POLICY = _m('guest_policy', GAUGE, 'Paging policy applied to the '
-                  'guest (1 for its policy).', GUEST_LABELS + ('policy',),
-                  'policy')
-SWITCHES_TO_HAP = _m('switches_to_hap_total', COUNTER, 'Switches of the '
-                     'guest from shadow to hardware-assisted paging.',
-                     GUEST_LABELS, 'switches_to_hap')
-SWITCHES_TO_SHADOW = _m('switches_to_shadow_total', COUNTER, 'Switches of '
-                        'the guest from hardware-assisted to shadow '
-                        'paging.', GUEST_LABELS, 'switches_to_shadow')
-SWITCHES_REFUSED = _m('switches_refused_total', COUNTER, 'Policy or switch '
-                      'requests the kernel refused for the guest.',
+                '(1 for its mode, 0 for the other).',
+                GUEST_LABELS + ('mode',), 'mode')
+SWITCHES = _m('guest_switches_total', COUNTER, 'Switches of the guest '
+              'between paging modes, by the mode switched to.',
+              GUEST_LABELS + ('to',),
+              {m: 'switches_to_%s' % m for m in vocabulary.MODES})
+SWITCHES_REFUSED = _m('guest_switches_refused_total', COUNTER, 'Policy or '
+                      'switch requests the kernel refused for the guest.',
                       GUEST_LABELS, 'switches_refused')
-HAP_SECONDS = _m('hap_seconds_total', COUNTER, 'Time the guest ran with '
-                 'hardware-assisted paging.', GUEST_LABELS, 'time_hap_ns',
-                 NS)
-SHADOW_SECONDS = _m('shadow_seconds_total', COUNTER, 'Time the guest ran '
-                    'with shadow paging.', GUEST_LABELS, 'time_shadow_ns',
-                    NS)
-SWITCHING_SECONDS = _m('switching_seconds_total', COUNTER, 'Time the '
+MODE_SECONDS = _m('guest_mode_seconds_total', COUNTER, 'Time the guest ran '
+                  'in each paging mode.', GUEST_LABELS + ('mode',),
+                  {m: 'time_%s_ns' % m for m in vocabulary.MODES}, NS)
+SWITCHING_SECONDS = _m('guest_switching_seconds_total', COUNTER, 'Time the '
                        'guest\'s vCPUs spent switching modes.', GUEST_LABELS,
                        'time_switching_ns', NS)
 SHADOW_MAINTENANCE_SECONDS = _m(
-    'shadow_maintenance_seconds_total', COUNTER, 'Time spent maintaining '
-    'the guest\'s shadow page tables.', GUEST_LABELS, 'shadow_maint_ns', NS)
-SAMPLES = _m('samples_total', COUNTER, 'DSP samples taken of the guest.',
-             GUEST_LABELS, 'samples')
-LAST_FTLB = _m('last_ftlb', GAUGE, 'TLB misses per 1000 instructions '
-               '(scaled as the kernel keeps them) in the last sample.',
-               GUEST_LABELS, 'last_ftlb')
-LAST_FPF = _m('last_fpf', GAUGE, 'Guest page faults per 1000 instructions '
-              '(scaled as the kernel keeps them) in the last sample.',
-              GUEST_LABELS, 'last_fpf')
+    'guest_shadow_maintenance_seconds_total', COUNTER, 'Time spent '
+    'maintaining the guest\'s shadow page tables.', GUEST_LABELS,
+    'shadow_maint_ns', NS)
+SAMPLES = _m('guest_samples_total', COUNTER, 'DSP samples taken of the '
+             'guest.', GUEST_LABELS, 'samples')
+LAST_FTLB = _m('guest_last_ftlb', GAUGE, 'TLB misses per 1000 '
+               'instructions in the guest\'s last sample (the paper\'s '
+               'FTLB).', GUEST_LABELS, 'last_ftlb', 1e-3)
+LAST_FPF = _m('guest_last_fpf', GAUGE, 'Guest page faults per 1000 '
+              'instructions times 10^7 in the guest\'s last sample (the '
+              'paper\'s FPF).', GUEST_LABELS, 'last_fpf', 1e-3)
+LAST_PT = _m('guest_last_pt', GAUGE, 'FPF over FTLB in the guest\'s last '
+             'sample (the paper\'s P-to-T).', GUEST_LABELS, 'last_pt', 1e-3)
+LAST_RULE = _m('guest_last_rule', GAUGE, 'The rule of the DSP decision '
+               'that decided the guest\'s last sample (dsp.Rule).',
+               GUEST_LABELS, 'last_rule')
+GUEST_FAULT_STATS = _m('guest_fault_stats', GAUGE, '1 when the guest '
+                       'reports its page faults (virtio-balloon '
+                       'statistics), 0 when it does not.', GUEST_LABELS)
+# Advisory hosts (stock KVM): what switching would have chosen and saved,
+# from the cost model.  Modeled, never measured: the names say so.
+ADVISED_MODE = _m('guest_modeled_mode', GAUGE, 'Paging mode adaptive '
+                  'paging would run the guest in now (advisory hosts; '
+                  'modeled).', GUEST_LABELS + ('mode',))
+MODELED_GAIN_SECONDS = _m('guest_modeled_gain_seconds_total', COUNTER,
+                          'Modeled time adaptive paging would have saved '
+                          'the guest (cost model, not a measurement).',
+                          GUEST_LABELS)
 
-# Host-level.
+# -- per host ----------------------------------------------------------------
 HOST_INFO = _m('host_info', GAUGE, 'Always 1: what this host is (CPU '
-               'generation, interface version, threshold profile, whether '
-               'it can switch or only advises).',
-               ('generation', 'abi_version', 'profile', 'switching'))
-# Advisory hosts (stock KVM): what switching would have saved, from the
-# cost model.  Modeled, never measured: the name says so.
-MODELED_GAIN_SECONDS = _m('modeled_gain_seconds_total', COUNTER, 'Modeled '
-                          'time adaptive paging would have saved the guest '
-                          '(cost model, not a measurement).', GUEST_LABELS)
+               'generation, interface version, whether it can switch or '
+               'only advises).',
+               ('generation', 'abi_version', 'switching'))
+PROFILE_INFO = _m('profile_info', GAUGE, 'Always 1: the threshold profile '
+                  'in force on this host and its provenance.',
+                  ('generation', 'method', 'obtained', 'file'))
+SAMPLED_FTLB = _m('sampled_ftlb', HISTOGRAM, 'FTLB of the guests\' samples '
+                  'on this host, by the mode they ran in.', ('mode',))
+SAMPLED_FPF = _m('sampled_fpf', HISTOGRAM, 'FPF of the guests\' samples on '
+                 'this host, by the mode they ran in.', ('mode',))
+GUESTS = _m('guests', GAUGE, 'Guests the agent manages, by policy.',
+            ('policy',))
+
+# -- the agent's own health --------------------------------------------------
+LAST_RECONCILE = _m('agent_last_reconcile_timestamp_seconds', GAUGE, 'When '
+                    'the agent last reconciled every guest without an '
+                    'error of its own (Unix time).')
+ERRORS = _m('agent_errors_total', COUNTER, 'Errors the agent met and '
+            'survived, by kind.', ('kind',))
+SCRAPE_SUCCESS = _m('scrape_collector_success', GAUGE, 'Whether a '
+                    'collector succeeded in this scrape.', ('collector',))
+SCRAPE_DURATION = _m('scrape_collector_duration_seconds', GAUGE, 'How long '
+                     'a collector took in this scrape.', ('collector',))
 
 ALL = tuple(value for value in dict(globals()).values()
             if isinstance(value, Metric))
 BY_NAME = {metric.name: metric for metric in ALL}
+
+# Bucket bounds of the sampled-metric histograms, in the paper's units:
+# spaced by factors of about 3 over what the paper's and the calibrated
+# thresholds span (doc/source/profiles.rst).
+FTLB_BUCKETS = (0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100)
+FPF_BUCKETS = (10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000)

@@ -5,6 +5,7 @@ import re
 
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.telemetry import metrics
+from nova_adaptive_paging import vocabulary
 
 # Prometheus' metric and label name grammar.
 NAME = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*$')
@@ -24,15 +25,17 @@ def test_names_follow_the_prometheus_conventions():
 
 def test_sources_are_paging_stats_keys_in_base_units():
     for m in metrics.ALL:
-        if m.source is None:
-            continue
-        assert m.source in spec.STATS_KEYS, m
-        assert (m.scale == 1e-9) == m.source.endswith('_ns'), m
-        assert m.name.endswith('seconds_total') == m.source.endswith('_ns')
+        for source in m.sources():
+            assert source in spec.STATS_KEYS, m
+            assert (m.scale == 1e-9) == source.endswith('_ns'), m
+            assert m.name.endswith('seconds_total') == source.endswith('_ns')
+        if isinstance(m.source, dict):
+            # One family per quantity: the variants are its last label.
+            assert set(m.source) == set(vocabulary.MODES), m
     # Every counter the kernel keeps per guest is exported once.
     counters = [k for k in spec.STATS_KEYS
                 if k.startswith(('switches_', 'time_', 'shadow_maint'))
                 or k == 'samples']
-    sources = [m.source for m in metrics.ALL if m.source]
+    sources = [s for m in metrics.ALL for s in m.sources()]
     assert sorted(set(counters) - set(sources)) == []
     assert len(sources) == len(set(sources))

@@ -1,0 +1,156 @@
+"""The agent's /metrics: what the kernel reports now, read at scrape time.
+
+One prometheus_client collector with three parts, node_exporter style:
+``guests`` (each managed VM's ``paging_stats``, read during the scrape,
+so a guest that has left has no series), ``host`` (what this host is and
+the profile in force) and ``agent`` (its health).  Each part reports its
+own success and duration; one that fails leaves the others' series in
+the scrape.  Names, kinds, labels and help come from
+:mod:`nova_adaptive_paging.telemetry.metrics`.
+"""
+
+import time
+
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import HistogramMetricFamily
+
+from nova_adaptive_paging.host import vm as vmfiles
+from nova_adaptive_paging.telemetry import metrics as M
+from nova_adaptive_paging import vocabulary
+
+
+def family(metric):
+    """An empty family of ``metric`` (a telemetry.metrics.Metric)."""
+    # prometheus_client appends _total to counters itself.
+    if metric.kind == M.COUNTER:
+        return CounterMetricFamily(metric.name[:-len('_total')],
+                                   metric.help, labels=metric.labels)
+    if metric.kind == M.HISTOGRAM:
+        return HistogramMetricFamily(metric.name, metric.help,
+                                     labels=metric.labels)
+    return GaugeMetricFamily(metric.name, metric.help, labels=metric.labels)
+
+
+class Collector:
+    def __init__(self, agent):
+        self.agent = agent
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        results = []
+        out = []
+        for name, part in (('guests', self._guests), ('host', self._host),
+                           ('agent', self._agent)):
+            t0 = time.perf_counter()
+            try:
+                fams = list(part())
+                ok = 1.0
+            except Exception:           # a part's failure is its metric
+                fams, ok = [], 0.0
+            out += fams
+            results.append((name, ok, time.perf_counter() - t0))
+        success = family(M.SCRAPE_SUCCESS)
+        duration = family(M.SCRAPE_DURATION)
+        for name, ok, seconds in results:
+            success.add_metric([name], ok)
+            duration.add_metric([name], seconds)
+        return out + [success, duration]
+
+    # -- per guest ---------------------------------------------------------
+    def _guests(self):
+        agent = self.agent
+        with agent.lock:
+            guests = [(g.domain, g.instance, g.decision, g.vm)
+                      for g in agent.guests.values()]
+        fams = {m.name: family(m) for m in (
+            M.GUEST_INFO, M.GUEST_MODE, M.SWITCHES, M.SWITCHES_REFUSED,
+            M.MODE_SECONDS, M.SWITCHING_SECONDS,
+            M.SHADOW_MAINTENANCE_SECONDS, M.SAMPLES, M.LAST_FTLB,
+            M.LAST_FPF, M.LAST_PT, M.LAST_RULE)}
+        policies = dict.fromkeys(vocabulary.POLICIES, 0)
+        for domain, inst, decision, vm in guests:
+            uuid = inst.uuid
+            policy = (decision.policy.paging.value if decision.policy
+                      else '')
+            if policy:
+                policies[policy] += 1
+            fams[M.GUEST_INFO.name].add_metric(
+                [uuid, domain, inst.flavor, inst.project, policy,
+                 decision.source], 1)
+            if vm is None:
+                continue
+            try:
+                stats = vmfiles.Vm(agent.transport, vm).stats()
+            except vmfiles.Refused:
+                continue                # left between listing and reading
+            for metric in (M.GUEST_MODE, M.SWITCHES, M.SWITCHES_REFUSED,
+                           M.MODE_SECONDS, M.SWITCHING_SECONDS,
+                           M.SHADOW_MAINTENANCE_SECONDS, M.SAMPLES,
+                           M.LAST_FTLB, M.LAST_FPF, M.LAST_PT,
+                           M.LAST_RULE):
+                fam = fams[metric.name]
+                if metric is M.GUEST_MODE:
+                    for mode in vocabulary.MODES:
+                        fam.add_metric([uuid, mode],
+                                       float(stats['mode'] == mode))
+                elif isinstance(metric.source, dict):
+                    for value, key in metric.source.items():
+                        fam.add_metric([uuid, value],
+                                       stats[key] * metric.scale)
+                else:
+                    fam.add_metric([uuid],
+                                   stats[metric.source] * metric.scale)
+        count = family(M.GUESTS)
+        for policy, n in policies.items():
+            count.add_metric([policy], n)
+        return list(fams.values()) + [count]
+
+    # -- per host ----------------------------------------------------------
+    def _host(self):
+        agent = self.agent
+        with agent.lock:
+            caps = agent.caps
+            profile = agent.thresholds.profile
+            source = agent.thresholds.source
+            hists = [(M.SAMPLED_FTLB, agent.ftlb), (M.SAMPLED_FPF,
+                                                    agent.fpf)]
+            hist_data = [(metric, h.bounds,
+                          {m: list(c) for m, c in h.counts.items()},
+                          dict(h.sums)) for metric, h in hists]
+        info = family(M.HOST_INFO)
+        info.add_metric([agent.generation, str(agent.abi_version),
+                         str(bool(caps and caps.switching)).lower()], 1)
+        prof = family(M.PROFILE_INFO)
+        prof.add_metric([profile.generation, profile.provenance.method,
+                         str(profile.provenance.obtained), source], 1)
+        out = [info, prof]
+        for metric, bounds, counts, sums in hist_data:
+            fam = family(metric)
+            for mode in vocabulary.MODES:
+                running, buckets = 0, []
+                for bound, n in zip(bounds + (float('inf'),), counts[mode]):
+                    running += n
+                    buckets.append(('+Inf' if bound == float('inf')
+                                    else repr(float(bound)), running))
+                fam.add_metric([mode], buckets, sums[mode])
+            out.append(fam)
+        return out
+
+    # -- the agent ---------------------------------------------------------
+    def _agent(self):
+        agent = self.agent
+        with agent.lock:
+            errors = dict(agent.errors)
+            last = agent.last_good_reconcile
+        fam = family(M.ERRORS)
+        for kind, n in sorted(errors.items()):
+            fam.add_metric([kind], n)
+        out = [fam]
+        if last is not None:
+            stamp = family(M.LAST_RECONCILE)
+            stamp.add_metric([], last)
+            out.append(stamp)
+        return out

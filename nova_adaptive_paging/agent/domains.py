@@ -1,0 +1,162 @@
+"""The guests of the local hypervisor, from libvirt.
+
+One connection (``[adaptive_paging] libvirt_uri``), with libvirt's own
+event loop in a thread: lifecycle events (started, stopped, crashed,
+migrated, resumed, rebooted) wake the agent at once, and a close
+callback marks the connection lost so the next pass reconnects, with a
+backoff doubling up to ``max_backoff`` seconds while libvirtd is down.
+Events are a shortcut, not the source of truth: the agent lists the
+running domains on every reconcile, so a missed event cannot leave a
+guest unmanaged.
+"""
+
+import dataclasses
+import logging
+import threading
+import time
+
+import libvirt
+
+LOG = logging.getLogger(__name__)
+
+_loop_started = False
+_loop_lock = threading.Lock()
+
+
+def _ignore_errors(ctx, err):
+    # libvirt prints every error to stderr by default; the agent logs
+    # the ones it cannot handle itself.
+    pass
+
+
+def start_event_loop():
+    """libvirt's default event loop, in a daemon thread, once per
+    process; it must exist before the first connection is opened."""
+    global _loop_started
+    with _loop_lock:
+        if _loop_started:
+            return
+        libvirt.registerErrorHandler(_ignore_errors, None)
+        libvirt.virEventRegisterDefaultImpl()
+
+        def run():
+            while True:
+                libvirt.virEventRunDefaultImpl()
+        threading.Thread(target=run, name='libvirt-events',
+                         daemon=True).start()
+        _loop_started = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Domain:
+    name: str
+    uuid: str
+    xml: str
+
+
+class LibvirtUnavailable(Exception):
+    pass
+
+
+class Domains:
+    """The running domains of ``uri``; ``wake(reason)`` is called from
+    libvirt's event thread on every lifecycle event and on a lost
+    connection."""
+
+    def __init__(self, uri, wake=None, max_backoff=60.0,
+                 clock=time.monotonic):
+        self.uri = uri
+        self.wake = wake or (lambda reason: None)
+        self.max_backoff = max_backoff
+        self.clock = clock
+        self.conn = None
+        self.connects = 0
+        self._backoff = 0.0
+        self._next_try = 0.0
+        self._callbacks = []
+
+    # -- the connection ----------------------------------------------------
+    def _lifecycle(self, conn, dom, event, detail, opaque):
+        self.wake('domain %s: lifecycle event %d/%d' % (dom.name(), event,
+                                                        detail))
+
+    def _reboot(self, conn, dom, opaque):
+        self.wake('domain %s: rebooted' % dom.name())
+
+    def _closed(self, conn, reason, opaque):
+        LOG.warning('libvirt connection to %s closed (reason %d); '
+                    'reconnecting', self.uri, reason)
+        self.conn = None
+        self.wake('libvirt connection closed')
+
+    def connect(self):
+        """The connection, reopened if lost; raises LibvirtUnavailable
+        (once per backoff period) while libvirt cannot be reached."""
+        if self.conn is not None:
+            try:
+                if self.conn.isAlive():
+                    return self.conn
+            except libvirt.libvirtError:
+                pass
+            self.conn = None
+        now = self.clock()
+        if now < self._next_try:
+            raise LibvirtUnavailable('%s: not reachable; next try in %.0f s'
+                                     % (self.uri, self._next_try - now))
+        start_event_loop()
+        try:
+            conn = libvirt.open(self.uri)
+            conn.registerCloseCallback(self._closed, None)
+            self._callbacks = [
+                conn.domainEventRegisterAny(
+                    None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+                    self._lifecycle, None),
+                conn.domainEventRegisterAny(
+                    None, libvirt.VIR_DOMAIN_EVENT_ID_REBOOT,
+                    self._reboot, None)]
+        except libvirt.libvirtError as exc:
+            self._backoff = min(max(1.0, self._backoff * 2),
+                                self.max_backoff)
+            self._next_try = now + self._backoff
+            raise LibvirtUnavailable('%s: %s (retrying in %.0f s)' % (
+                self.uri, exc.get_error_message(), self._backoff))
+        self._backoff, self._next_try = 0.0, 0.0
+        self.conn = conn
+        self.connects += 1
+        LOG.info('connected to libvirt at %s', self.uri)
+        return conn
+
+    def close(self):
+        conn, self.conn = self.conn, None
+        if conn is None:
+            return
+        try:
+            for cb in self._callbacks:
+                conn.domainEventDeregisterAny(cb)
+            conn.unregisterCloseCallback()
+            conn.close()
+        except libvirt.libvirtError:
+            pass
+
+    # -- the guests --------------------------------------------------------
+    def running(self):
+        """A :class:`Domain` per running domain.  A domain that goes away
+        while it is read is left out (the next pass sees it gone)."""
+        conn = self.connect()
+        try:
+            found = conn.listAllDomains(
+                libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
+        except libvirt.libvirtError as exc:
+            self.conn = None
+            raise LibvirtUnavailable('%s: listing domains: %s' % (
+                self.uri, exc.get_error_message()))
+        out = []
+        for dom in found:
+            try:
+                out.append(Domain(dom.name(), dom.UUIDString(),
+                                  dom.XMLDesc(0)))
+            except libvirt.libvirtError as exc:
+                if exc.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
+                    raise LibvirtUnavailable('%s: %s' % (
+                        self.uri, exc.get_error_message()))
+        return out

@@ -1,0 +1,100 @@
+"""A guest's paging policy, from the Nova metadata in its domain XML.
+
+Nova's libvirt driver writes ``<nova:instance>`` into every domain's
+``<metadata>``: the instance name, its flavor (name and, since Nova
+32.0.0, the flavor's extra specs) and its owner.  The domain's UUID is
+the instance's.  A guest started before that release has no
+``<nova:extraSpecs>`` until it is restarted, cold-migrated or shelved:
+its flavor's extra specs are then looked up through the Nova API
+(``lookup``), and until that answers the guest is left as it is.
+"""
+
+import dataclasses
+import logging
+import xml.etree.ElementTree as ET
+
+from nova_adaptive_paging import policy as policylib
+from nova_adaptive_paging import vocabulary
+
+LOG = logging.getLogger(__name__)
+
+NOVA_NS = 'http://openstack.org/xmlns/libvirt/nova/1.1'
+_N = '{%s}' % NOVA_NS
+
+# Where a guest's policy came from (the ``source`` label of guest_info).
+FROM_FLAVOR = 'flavor'
+FROM_NOVA_API = 'nova-api'
+FROM_DEFAULT = 'default'
+
+
+@dataclasses.dataclass(frozen=True)
+class Instance:
+    """What Nova's metadata says of a domain; ``extra_specs`` is None when
+    the metadata predates Nova 32.0.0."""
+
+    uuid: str
+    domain: str
+    name: str = ''
+    flavor: str = ''
+    project: str = ''
+    extra_specs: dict = None
+    nova: bool = True
+
+
+def read_instance(domain, uuid, xml_text):
+    """The :class:`Instance` of a domain from its XML; a domain without
+    Nova metadata is an Instance with ``nova=False``."""
+    root = ET.fromstring(xml_text)
+    inst = root.find('metadata/%sinstance' % _N)
+    if inst is None:
+        return Instance(uuid, domain, nova=False)
+    flavor = inst.find(_N + 'flavor')
+    project = inst.find('%sowner/%sproject' % (_N, _N))
+    specs = None if flavor is None else flavor.find(_N + 'extraSpecs')
+    return Instance(
+        uuid=uuid, domain=domain,
+        name=(inst.findtext(_N + 'name') or '').strip(),
+        flavor='' if flavor is None else flavor.get('name', ''),
+        project='' if project is None else (project.text or '').strip(),
+        extra_specs=None if specs is None else {
+            e.get('name'): e.text or '' for e in specs.iter(_N + 'extraSpec')})
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """The policy to apply (None: leave the guest as it is for now)."""
+
+    policy: policylib.PagingPolicy
+    source: str
+    problem: str = None
+
+
+def decide(instance, default, lookup=None):
+    """The :class:`Decision` for ``instance``.
+
+    ``default`` is the host's ``default_policy``; ``lookup(flavor)``
+    returns the flavor's extra specs from the Nova API, or None while the
+    API cannot answer.  An invalid value is one warning naming the
+    instance, key and value, and the default applies.
+    """
+    fallback = policylib.PagingPolicy().resolve(default)
+    if not instance.nova:
+        return Decision(fallback, FROM_DEFAULT)
+    specs, source = instance.extra_specs, FROM_FLAVOR
+    if specs is None:
+        if lookup is None or not instance.flavor:
+            return Decision(fallback, FROM_DEFAULT)
+        specs, source = lookup(instance.flavor), FROM_NOVA_API
+        if specs is None:
+            return Decision(None, FROM_NOVA_API, 'flavor %s: extra specs not '
+                            'known yet (Nova API)' % instance.flavor)
+    try:
+        parsed = policylib.from_extra_specs(specs).resolve(default)
+    except policylib.PolicyError as exc:
+        return Decision(fallback, FROM_DEFAULT, 'instance %s (flavor %s): '
+                        '%s; applying the default, %s' % (
+                            instance.uuid, instance.flavor or '-', exc,
+                            fallback.paging.value))
+    if vocabulary.KEY_POLICY not in specs:
+        source = FROM_DEFAULT
+    return Decision(parsed, source)

@@ -1,0 +1,102 @@
+"""The agent's only privileged code: reading and writing the switching
+interface's files on a real host, through oslo.privsep.
+
+debugfs (``/sys/kernel/debug``) is readable by root alone and the
+interface's files are root's, so the agent runs unprivileged and asks a
+privsep daemon with ``CAP_DAC_OVERRIDE`` and ``CAP_DAC_READ_SEARCH`` for
+exactly these operations.  The daemon checks every path against the
+interface's own names (``abi/spec.py``): a compromised agent can change a
+VM's paging policy or the host's thresholds, never open another file.
+Paths are always under ``/``: a simulated host's root is the agent's own
+and needs no privilege (``service.transport_for``).
+"""
+
+import os
+import re
+
+from oslo_privsep import capabilities
+from oslo_privsep import priv_context
+
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging.host import files
+
+host_admin = priv_context.PrivContext(
+    'nova_adaptive_paging',
+    cfg_section='nova_adaptive_paging_privileged',
+    pypath=__name__ + '.host_admin',
+    capabilities=[capabilities.CAP_DAC_OVERRIDE,
+                  capabilities.CAP_DAC_READ_SEARCH],
+)
+
+_VM_FILE = re.compile(r'%s/\d+-\d+/(%s)' % (
+    re.escape(spec.DEBUGFS_DIR), '|'.join(spec.VM_FILES)))
+_PARAM = re.compile(r'%s/(%s)' % (re.escape(spec.PARAMS_DIR), '|'.join(
+    (spec.PARAM_ABI, spec.PARAM_THRESHOLDS, spec.PARAM_INJECT,
+     spec.PARAM_TDP_MMU))))
+_WRITABLE_PARAMS = (spec.PARAM_THRESHOLDS,)
+_WRITABLE_VM_FILES = (spec.FILE_POLICY, spec.FILE_SWITCH,
+                      spec.FILE_THRESHOLDS, spec.FILE_GUEST_FAULTS)
+
+
+def check_path(rel, write=False):
+    """Refuse (PermissionError) any path that is not an interface file
+    (or, for a write, not one the agent writes)."""
+    vm = _VM_FILE.fullmatch(rel)
+    param = _PARAM.fullmatch(rel)
+    ok = vm or param or (not write and rel == spec.DEBUGFS_DIR)
+    if ok and write:
+        ok = ((vm and vm.group(1) in _WRITABLE_VM_FILES)
+              or (param and param.group(1) in _WRITABLE_PARAMS))
+    if not ok:
+        raise PermissionError(1, 'not a switching-interface file the agent '
+                              'may %s' % ('write' if write else 'read'), rel)
+
+
+_HOST = files.FileTransport('/')
+
+
+@host_admin.entrypoint
+def read(rel):
+    check_path(rel)
+    return _HOST.read(rel)
+
+
+@host_admin.entrypoint
+def write(rel, text):
+    check_path(rel, write=True)
+    _HOST.write(rel, text)
+
+
+@host_admin.entrypoint
+def listdir(rel):
+    check_path(rel)
+    return _HOST.listdir(rel)
+
+
+class Transport:
+    """The host interface of ``/``, through the privsep daemon."""
+
+    root = '/'
+
+    def read(self, rel):
+        # Most of /sys is world-readable: only what is not (debugfs)
+        # goes through the daemon.
+        try:
+            return _HOST.read(rel)
+        except PermissionError:
+            return read(rel)
+
+    def write(self, rel, text):
+        write(rel, text)
+
+    def listdir(self, rel):
+        return listdir(rel)
+
+    def exists(self, rel):
+        if os.path.exists(os.path.join('/', rel)):
+            return True
+        try:
+            self.read(rel)
+        except OSError:
+            return False
+        return True

@@ -1,0 +1,308 @@
+"""The agent's loop: reconcile every guest, sample what the kernel
+reports, push the host's thresholds.
+
+A *reconcile* (every ``[agent] reconcile_interval`` seconds, and at once
+on a libvirt lifecycle event) lists the running domains, reads each
+guest's policy from its Nova metadata, and brings its VM's files to it,
+writing only what differs.  A *sample* (every ``[agent] interval``
+seconds) reads each managed VM's ``paging_stats`` for the histograms of
+sampled FTLB and FPF.  Nothing a guest, libvirt, Nova or a profile file
+does can stop the loop: each failure is counted by kind, logged once
+while it lasts, and the guest or file keeps its last good state.
+"""
+
+import bisect
+import collections
+import dataclasses
+import logging
+import threading
+import time
+import xml.etree.ElementTree as ET
+
+from nova_adaptive_paging.agent import domains as domainslib
+from nova_adaptive_paging.agent import guest as guestlib
+from nova_adaptive_paging.agent import thresholds as thresholdslib
+from nova_adaptive_paging.agent import writer
+from nova_adaptive_paging.host import files
+from nova_adaptive_paging.host import probe
+from nova_adaptive_paging.host import vm as vmfiles
+from nova_adaptive_paging.telemetry import metrics
+from nova_adaptive_paging import vocabulary
+
+LOG = logging.getLogger(__name__)
+
+# Error kinds (the ``kind`` label of agent_errors_total).
+E_LIBVIRT = 'libvirt'
+E_METADATA = 'metadata'
+E_POLICY = 'policy'
+E_VM = 'vm'
+E_APPLY = 'apply'
+E_THRESHOLDS = 'thresholds'
+E_PROFILE = 'profile'
+E_PLACEMENT = 'placement'
+ERROR_KINDS = (E_LIBVIRT, E_METADATA, E_POLICY, E_VM, E_APPLY,
+               E_THRESHOLDS, E_PROFILE, E_PLACEMENT)
+
+
+def transport_for(root):
+    """The host interface under ``root``: through the privsep daemon on a
+    real host, directly under any other root (a simulated host's files
+    are the agent's own)."""
+    if root.rstrip('/') == '':
+        from nova_adaptive_paging.agent import privileged
+        return privileged.Transport()
+    return files.FileTransport(root)
+
+
+@dataclasses.dataclass
+class Guest:
+    """What the agent knows of one running domain."""
+
+    domain: str
+    instance: guestlib.Instance
+    decision: guestlib.Decision
+    vm: str = None                  # its debugfs directory
+    target: writer.Target = None
+    problem: str = None             # why it is not (yet) as it should be
+    stats: dict = None              # the last paging_stats read
+    samples_seen: int = 0
+
+
+class Histogram:
+    """Cumulative bucket counts of one sampled metric, per mode."""
+
+    def __init__(self, bounds):
+        self.bounds = tuple(bounds)
+        self.counts = {m: [0] * (len(bounds) + 1) for m in vocabulary.MODES}
+        self.sums = {m: 0.0 for m in vocabulary.MODES}
+
+    def observe(self, mode, value):
+        self.counts[mode][bisect.bisect_left(self.bounds, value)] += 1
+        self.sums[mode] += value
+
+
+class Agent:
+    def __init__(self, conf, generation, transport=None, domains=None,
+                 lookup=None, publisher=None):
+        ap = conf.adaptive_paging
+        self.conf = conf
+        self.root = ap.host_root
+        self.transport = transport or transport_for(self.root)
+        self.default = ap.default_policy
+        self.generation = generation
+        self.thresholds = thresholdslib.HostThresholds(ap.profile_dirs,
+                                                       generation)
+        self.domains = domains or domainslib.Domains(
+            ap.libvirt_uri, self.wake, conf.agent.libvirt_max_backoff)
+        self.lookup = lookup
+        self.publisher = publisher
+        self.guests = {}                # domain name -> Guest
+        self.errors = collections.Counter({k: 0 for k in ERROR_KINDS})
+        self.last_good_reconcile = None
+        self.abi_version = 0
+        self.caps = None
+        self.published = None          # traits last published
+        self.ftlb = Histogram(metrics.FTLB_BUCKETS)
+        self.fpf = Histogram(metrics.FPF_BUCKETS)
+        self.lock = threading.RLock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._said = {}                 # key -> message logged while true
+
+    # -- logging a condition once while it lasts -------------------------
+    def _fail(self, kind, key, message):
+        self.errors[kind] += 1
+        if self._said.get(key) != message:
+            self._said[key] = message
+            LOG.warning('%s', message)
+
+    def _ok(self, key):
+        if self._said.pop(key, None) is not None:
+            LOG.info('%s: resolved', key)
+
+    # -- the loop ----------------------------------------------------------
+    def wake(self, reason):
+        LOG.debug('woken: %s', reason)
+        self._wake.set()
+
+    def stop(self):
+        self._stop.set()
+        self._wake.set()
+
+    def run(self):
+        """Until :meth:`stop` (SIGTERM)."""
+        interval = self.conf.agent.interval
+        every = self.conf.agent.reconcile_interval
+        due = 0.0
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= due or self._wake.is_set():
+                self._wake.clear()
+                self.reconcile()
+                due = now + every
+            self.sample()
+            self._wake.wait(max(0.0, min(interval, due - time.monotonic())))
+        self.domains.close()
+
+    # -- reconcile -------------------------------------------------------
+    def reconcile(self):
+        """One pass over the host and every running guest; returns True
+        when nothing of the agent's own failed."""
+        with self.lock:
+            ok = self._host()
+            try:
+                found = self.domains.running()
+            except domainslib.LibvirtUnavailable as exc:
+                self._fail(E_LIBVIRT, 'libvirt', str(exc))
+                return False
+            self._ok('libvirt')
+            seen = set()
+            for dom in found:
+                seen.add(dom.name)
+                self._guest(dom)
+            for name in set(self.guests) - seen:
+                LOG.info('%s: gone', name)
+                del self.guests[name]
+                for key in [k for k in self._said if k[1:2] == (name,)]:
+                    del self._said[key]
+            if ok:
+                self.last_good_reconcile = time.time()
+            return ok
+
+    def _host(self):
+        ok = True
+        if self.thresholds.refresh():
+            for exc in self.thresholds.errors:
+                self._fail(E_PROFILE, ('profile', exc.source), str(exc))
+        self.abi_version = probe.abi_version(self.transport)
+        if self.abi_version:
+            try:
+                self.thresholds.push(self.transport)
+                self._ok('thresholds')
+            except OSError as exc:
+                ok = False
+                self._fail(E_THRESHOLDS, 'thresholds', '%s: writing the '
+                           'thresholds of %s failed: %s' % (
+                               thresholdslib.PARAM, self.generation,
+                               exc.strerror or exc))
+        self.caps = probe.detect(self.transport, self.generation,
+                                 self.thresholds.calibrated)
+        traits = self.caps.traits()
+        if self.publisher is not None and traits != self.published:
+            try:
+                self.publisher(self.caps)
+                self.published = traits
+                self._ok('placement')
+            except Exception as exc:     # any failure: retried next pass
+                self._fail(E_PLACEMENT, 'placement', 'publishing traits '
+                           '%s: %s' % (', '.join(sorted(traits)), exc))
+        return ok
+
+    def _guest(self, dom):
+        old = self.guests.get(dom.name)
+        try:
+            instance = guestlib.read_instance(dom.name, dom.uuid, dom.xml)
+        except ET.ParseError as exc:
+            self._fail(E_METADATA, ('metadata', dom.name), '%s: domain XML '
+                       'not readable: %s' % (dom.name, exc))
+            return
+        decision = guestlib.decide(instance, self.default, self.lookup)
+        g = Guest(dom.name, instance, decision,
+                  stats=old.stats if old else None,
+                  samples_seen=old.samples_seen if old else 0)
+        self.guests[dom.name] = g
+        if decision.problem:
+            g.problem = decision.problem
+            self._fail(E_POLICY, ('policy', dom.name), decision.problem)
+        else:
+            self._ok(('policy', dom.name))
+        if decision.policy is None or not self.caps.switching:
+            return                      # nothing to apply (yet)
+        try:
+            g.vm = vmfiles.vm_for_domain(self.root, self.transport,
+                                         dom.name)
+        except (vmfiles.Refused, OSError) as exc:
+            g.problem = str(exc)
+            self._fail(E_VM, ('vm', dom.name), '%s: %s' % (dom.name, exc))
+            return
+        self._ok(('vm', dom.name))
+        g.target = writer.target(decision.policy, self.thresholds.profiles,
+                                 self.thresholds.profile)
+        if g.target.problem:
+            self._fail(E_POLICY, ('profile', dom.name), 'instance %s: %s'
+                       % (instance.uuid, g.target.problem))
+        try:
+            done = writer.apply(vmfiles.Vm(self.transport, g.vm), g.target)
+        except vmfiles.Refused as exc:
+            g.problem = str(exc)
+            self._fail(E_APPLY, ('apply', dom.name), '%s (instance %s): %s'
+                       % (dom.name, instance.uuid, exc))
+            return
+        self._ok(('apply', dom.name))
+        if done:
+            LOG.info('%s (instance %s, policy %s from %s): %s', dom.name,
+                     instance.uuid, g.target.policy, decision.source,
+                     ', '.join(done))
+
+    # -- sample ------------------------------------------------------------
+    def sample(self):
+        """Read every managed VM's paging_stats once; feed the
+        histograms with the samples taken since the last read."""
+        with self.lock:
+            for g in self.guests.values():
+                if g.vm is None:
+                    continue
+                try:
+                    stats = vmfiles.Vm(self.transport, g.vm).stats()
+                except vmfiles.Refused:
+                    continue            # gone: the next reconcile sees it
+                if g.stats is not None and stats['samples'] > g.samples_seen:
+                    # The last sample ran in the mode of the last read.
+                    mode = g.stats['mode']
+                    self.ftlb.observe(mode, stats['last_ftlb'] / 1000)
+                    self.fpf.observe(mode, stats['last_fpf'] / 1000)
+                g.stats, g.samples_seen = stats, stats['samples']
+
+    # -- what an operator sees -------------------------------------------
+    def report(self):
+        """One line per guest, for ``--once`` and ``host status``."""
+        lines = []
+        with self.lock:
+            for name in sorted(self.guests):
+                g = self.guests[name]
+                s = g.stats or {}
+                policy = (g.decision.policy.paging.value
+                          if g.decision.policy else '?')
+                lines.append(
+                    '%s instance=%s flavor=%s policy=%s(%s) mode=%s '
+                    'switches=%s last_ftlb=%s last_fpf=%s%s' % (
+                        name, g.instance.uuid, g.instance.flavor or '-',
+                        policy, g.decision.source, s.get('mode', '-'),
+                        (s['switches_to_hap'] + s['switches_to_shadow'])
+                        if s else '-',
+                        s.get('last_ftlb', '-'), s.get('last_fpf', '-'),
+                        ' problem: %s' % g.problem if g.problem else ''))
+        return lines
+
+
+def publisher_from_conf(conf):
+    """Trait publication through ``[placement]``, or None when it has no
+    credentials (a host whose traits another tool publishes)."""
+    if not conf.placement.auth_type:
+        return None
+    import socket
+
+    from nova_adaptive_paging.conf import placement as placement_conf
+    from nova_adaptive_paging import placement
+
+    names = ([conf.placement.compute_node_name]
+             if conf.placement.compute_node_name
+             else [socket.gethostname(), socket.getfqdn()])
+
+    def publish(caps):
+        placement.publish(placement_conf.adapter(conf), names, caps)
+    return publish
+
+
+def from_conf(conf, generation):
+    return Agent(conf, generation, publisher=publisher_from_conf(conf))

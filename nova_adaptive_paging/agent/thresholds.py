@@ -1,0 +1,75 @@
+"""The host's thresholds: the profile of its CPU generation, from the
+profile directories, written to ``dsp_thresholds``.
+
+The directories are looked at on every pass; files are loaded again only
+when one was added, removed or changed (name, size, modification time),
+so a profile the Ansible collection drops in takes effect at the next
+pass without a restart.  A file that does not load is reported once,
+naming file, field and problem, and whatever was in force stays.
+"""
+
+import logging
+import os
+
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging import profiles
+
+LOG = logging.getLogger(__name__)
+
+PARAM = '%s/%s' % (spec.PARAMS_DIR, spec.PARAM_THRESHOLDS)
+
+
+class HostThresholds:
+    def __init__(self, directories, generation):
+        self.directories = list(directories)
+        self.generation = generation
+        self.profiles = profiles.ProfileSet()
+        self.errors = []            # ProfileError of the last reload
+        self._fingerprint = None
+
+    def _scan(self):
+        found = []
+        for path in profiles.paths_in(self.directories):
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue            # removed since the listing
+            found.append((path, st.st_size, st.st_mtime_ns))
+        return tuple(found)
+
+    def refresh(self):
+        """Reload when the directories changed; return True if they did."""
+        fingerprint = self._scan()
+        if fingerprint == self._fingerprint:
+            return False
+        self._fingerprint = fingerprint
+        self.errors = self.profiles.reload([p for p, _, _ in fingerprint])
+        return True
+
+    @property
+    def profile(self):
+        return self.profiles.for_generation(self.generation)
+
+    @property
+    def source(self):
+        return self.profiles.source_of(self.generation)
+
+    @property
+    def calibrated(self):
+        """Whether this generation has a profile of its own."""
+        return self.profiles.has(self.generation)
+
+    def push(self, transport):
+        """Write the profile to ``dsp_thresholds`` if the kernel holds
+        another set; return True if it wrote."""
+        want = spec.ThresholdSet.from_profile(self.profile)
+        try:
+            have = spec.ThresholdSet.parse(transport.read(PARAM))
+        except spec.AbiFormatError:
+            have = None
+        if have == want:
+            return False
+        transport.write(PARAM, want.format())
+        LOG.info('%s: thresholds of %s written (%s)', PARAM,
+                 self.profile.generation, self.source)
+        return True

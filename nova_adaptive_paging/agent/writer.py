@@ -1,0 +1,73 @@
+"""Applying a guest's policy to its VM's files: what to write, and only
+what differs from what the kernel already holds.
+
+The per-VM threshold override carries ``hw:paging_profile`` (another
+generation's profile) and ``hw:paging_interval``; a guest without either
+runs on the host's thresholds (``default``).  The override is written
+before the policy, so that an adaptive guest's engine starts on the set
+its flavor asked for.
+"""
+
+import dataclasses
+
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging import vocabulary
+
+DEFAULT_THRESHOLDS = 'default'
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What a VM's files must say: its policy and its override (None:
+    the host's thresholds)."""
+
+    policy: str
+    override: spec.ThresholdSet = None
+    problem: str = None
+
+
+def target(policy, profile_set, host_profile):
+    """The :class:`Target` of a resolved PagingPolicy.  A profile name
+    this host does not have is a problem (reported) and the host's
+    profile applies."""
+    if policy.paging != vocabulary.Paging.ADAPTIVE or not (
+            policy.profile or policy.interval_s):
+        return Target(policy.paging.value)
+    profile, problem = host_profile, None
+    if policy.profile:
+        if profile_set.has(policy.profile):
+            profile = profile_set.for_generation(policy.profile)
+        else:
+            problem = ('%s=%s: no such profile on this host (%s); using the '
+                       'host\'s, %s' % (vocabulary.KEY_PROFILE,
+                                        policy.profile,
+                                        ', '.join(profile_set.names()),
+                                        host_profile.generation))
+    if problem and not policy.interval_s:
+        return Target(policy.paging.value, None, problem)
+    interval_s = policy.interval_s or profile.interval_s
+    return Target(policy.paging.value, spec.ThresholdSet(
+        profile.thresholds, profile.history_samples, interval_s * 1000),
+        problem)
+
+
+def apply(vm, want):
+    """Bring ``vm`` (a host.vm.Vm) to ``want``; return the writes made,
+    as ``file=value`` strings.  Raises host.vm.Refused naming the file
+    and value when the kernel refuses one: the writes before it stay,
+    and the VM keeps the policy it had."""
+    done = []
+    current, overridden = vm.thresholds()
+    if want.override is None:
+        if overridden:
+            vm.write(spec.FILE_THRESHOLDS, DEFAULT_THRESHOLDS,
+                     'the host\'s thresholds')
+            done.append('%s=%s' % (spec.FILE_THRESHOLDS, DEFAULT_THRESHOLDS))
+    elif not overridden or current != want.override:
+        text = want.override.format().strip()
+        vm.write(spec.FILE_THRESHOLDS, text, 'a per-VM threshold override')
+        done.append('%s=%s' % (spec.FILE_THRESHOLDS, text))
+    if vm.word(spec.FILE_POLICY) != want.policy:
+        vm.set_policy(want.policy)
+        done.append('%s=%s' % (spec.FILE_POLICY, want.policy))
+    return done

@@ -1,0 +1,77 @@
+"""``nova-paging-agent``: the compute-node agent (doc/source/agent.rst)."""
+
+import signal
+import sys
+
+from oslo_config import cfg
+from oslo_log import log as logging
+import prometheus_client
+
+from nova_adaptive_paging.agent import collector
+from nova_adaptive_paging.agent import service
+from nova_adaptive_paging import conf
+from nova_adaptive_paging.conf import adaptive_paging as ap_conf
+from nova_adaptive_paging.conf import agent as agent_conf
+from nova_adaptive_paging import cpu
+
+CONF = conf.CONF
+LOG = logging.getLogger(__name__)
+
+cli_opts = [
+    cfg.BoolOpt('once', default=False,
+                help='Reconcile and sample once, print what was done and '
+                     'each guest\'s state, and exit.'),
+]
+
+
+def _fail(message):
+    print('error: %s' % message, file=sys.stderr)
+    sys.exit(2)
+
+
+def main(argv=None):
+    CONF.register_cli_opts(cli_opts)
+    logging.register_options(CONF)
+    # stdout carries --once's report; the log goes to stderr (the
+    # journal under systemd) unless a log file is configured.
+    CONF.set_default('use_stderr', True)
+    try:
+        CONF(sys.argv[1:] if argv is None else argv,
+             project='nova-adaptive-paging', prog='nova-paging-agent',
+             default_config_files=[])
+        conf.check_values(CONF, (ap_conf.adaptive_paging_group,
+                                 agent_conf.agent_group))
+    except Exception as exc:  # oslo.config's errors share no base class
+        _fail('configuration: %s' % exc)
+    logging.setup(CONF, 'nova-adaptive-paging')
+    try:
+        generation = (CONF.adaptive_paging.cpu_generation
+                      or cpu.host_generation())
+    except (OSError, ValueError) as exc:
+        _fail('cannot read the host CPU: %s (set [adaptive_paging] '
+              'cpu_generation)' % exc)
+    agent = service.from_conf(CONF, generation)
+    if CONF.once:
+        agent.reconcile()
+        agent.sample()
+        for line in agent.report():
+            print(line)
+        agent.domains.close()
+        return 0
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(collector.Collector(agent))
+    if CONF.agent.listen_port:
+        prometheus_client.start_http_server(
+            CONF.agent.listen_port, CONF.agent.listen_address, registry)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: agent.stop())
+    LOG.info('nova-paging-agent: generation %s, libvirt %s, root %s',
+             generation, CONF.adaptive_paging.libvirt_uri,
+             CONF.adaptive_paging.host_root)
+    agent.run()
+    LOG.info('nova-paging-agent: stopped')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""[agent]: the compute-node agent's loop and its /metrics endpoint."""
+
+from oslo_config import cfg
+
+agent_group = cfg.OptGroup(
+    'agent',
+    title='Compute-node agent',
+    help="""
+How often nova-paging-agent samples and reconciles the guests of this host,
+and where it serves its Prometheus metrics.
+""")
+
+agent_opts = [
+    cfg.IntOpt('interval',
+               default=5, min=1, max=3600,
+               help="""
+Seconds between two reads of every managed guest's statistics (the
+histograms of sampled FTLB and FPF). /metrics reads the kernel at scrape
+time whatever this is.
+"""),
+    cfg.IntOpt('reconcile_interval',
+               default=60, min=1, max=86400,
+               help="""
+Seconds between two full passes over the running guests (policy from
+Nova's metadata, the VM's files brought to it, the host's thresholds and
+traits). A libvirt lifecycle event starts a pass at once; this pass is
+what catches a missed event.
+"""),
+    cfg.FloatOpt('libvirt_max_backoff',
+                 default=60.0, min=1.0,
+                 help="""
+Longest wait, in seconds, between two attempts to reconnect to libvirt
+while it is down (the wait doubles from one second up to this).
+"""),
+    cfg.HostAddressOpt('listen_address',
+                       default='127.0.0.1',
+                       help="""
+Address /metrics is served on. Loopback by default: expose it to a
+Prometheus server deliberately.
+"""),
+    cfg.PortOpt('listen_port',
+                default=9782,
+                help="""
+Port /metrics is served on; 0 serves no metrics.
+"""),
+]
+
+
+def register_opts(conf):
+    conf.register_group(agent_group)
+    conf.register_opts(agent_opts, group=agent_group)
+
+
+def list_opts():
+    return {agent_group: agent_opts}
