@@ -13,7 +13,9 @@ and needs no privilege (``service.transport_for``).
 
 import os
 import re
+import sys
 
+from oslo_config import cfg
 from oslo_privsep import capabilities
 from oslo_privsep import priv_context
 
@@ -73,10 +75,23 @@ def listdir(rel):
     return _HOST.listdir(rel)
 
 
+def _use_our_helper():
+    """sudo runs the privsep-helper installed beside the agent (its
+    virtualenv's bin/, outside sudo's secure_path), as the sudoers file
+    of host-agent/ names it; an operator's helper_command wins."""
+    helper = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])),
+                          'privsep-helper')
+    cfg.CONF.set_default('helper_command', 'sudo %s' % helper,
+                         group=host_admin.cfg_section)
+
+
 class Transport:
     """The host interface of ``/``, through the privsep daemon."""
 
     root = '/'
+
+    def __init__(self):
+        _use_our_helper()
 
     def read(self, rel):
         # Most of /sys is world-readable: only what is not (debugfs)

@@ -393,6 +393,21 @@ def test_the_privileged_side_touches_interface_files_only():
             privileged.check_path(rel, write=write)
 
 
+def test_sudoers_allows_the_command_the_agent_runs(monkeypatch):
+    """host-agent's sudoers line and the privsep helper command the agent
+    runs must be the same words, or the daemon never starts."""
+    monkeypatch.setattr(sys, 'argv', [
+        '/opt/nova-adaptive-paging/bin/nova-paging-agent'])
+    privileged.Transport()
+    command = privileged.host_admin.helper_command('*')
+    path = os.path.join(os.path.dirname(__file__), '..', '..', 'host-agent',
+                        'sudoers.d-nova-paging-agent')
+    with open(path) as f:
+        rule = [line for line in f if line.startswith('nova-paging ALL')]
+    assert command[0] == 'sudo'
+    assert rule[0].split('NOPASSWD: ', 1)[1].split() == command[1:]
+
+
 def test_stop_ends_the_loop(sim):
     start(sim, 'a', {'hw:paging': 'shadow'})
     agent = agent_for(sim)
