@@ -292,6 +292,12 @@ def test_metrics_over_http_carry_what_the_kernel_reports(sim):
             name = m.name[:-len('_total')] if m.kind == metrics.COUNTER \
                 else m.name
             assert name in fams, m.name
+        # The series counts doc/source/agent.rst gives an operator.
+        per_guest = [s for f in fams.values() for s in f.samples
+                     if s.labels.get('instance') == uuid]
+        per_host = [s for f in fams.values() for s in f.samples
+                    if 'instance' not in s.labels]
+        assert (len(per_guest), len(per_host)) == (15, 68)
         # A guest that leaves has no series at the next scrape.
         sim.stop_vm('a')
         fams = _scrape(server.server_port)
