@@ -36,6 +36,7 @@ from nova_adaptive_paging.agent import collector
 from nova_adaptive_paging.agent import service
 from nova_adaptive_paging.conf import adaptive_paging as ap_conf
 from nova_adaptive_paging.conf import agent as agent_conf
+from nova_adaptive_paging.conf import nova as nova_conf
 from nova_adaptive_paging.conf import placement as placement_conf
 from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.costmodel import traces
@@ -46,7 +47,7 @@ from nova_adaptive_paging import vocabulary
 
 def make_conf(root, uri):
     conf = cfg.ConfigOpts()
-    for module in (ap_conf, agent_conf, placement_conf):
+    for module in (ap_conf, agent_conf, nova_conf, placement_conf):
         module.register_opts(conf)
     conf([], default_config_files=[])
     conf.set_override('host_root', root, 'adaptive_paging')

@@ -6,13 +6,15 @@ Nova's libvirt driver writes ``<nova:instance>`` into every domain's
 the instance's.  A guest started before that release has no
 ``<nova:extraSpecs>`` until it is restarted, cold-migrated or shelved:
 its flavor's extra specs are then looked up through the Nova API
-(``lookup``), and until that answers the guest is left as it is.
+(``lookup``, :mod:`.nova_api`), and until that answers the guest is left
+as it is.
 """
 
 import dataclasses
 import logging
 import xml.etree.ElementTree as ET
 
+from nova_adaptive_paging import exception
 from nova_adaptive_paging import policy as policylib
 from nova_adaptive_paging import vocabulary
 
@@ -72,22 +74,23 @@ class Decision:
 def decide(instance, default, lookup=None):
     """The :class:`Decision` for ``instance``.
 
-    ``default`` is the host's ``default_policy``; ``lookup(flavor)``
-    returns the flavor's extra specs from the Nova API, or None while the
-    API cannot answer.  An invalid value is one warning naming the
-    instance, key and value, and the default applies.
+    ``default`` is the host's ``default_policy``; ``lookup(instance)``
+    returns its flavor's extra specs from the Nova API
+    (:mod:`.nova_api`), or raises an exception.Error while the API cannot
+    answer: the Decision's policy is then None.  An invalid value is one
+    warning naming the instance, key and value, and the default applies.
     """
     fallback = policylib.PagingPolicy().resolve(default)
     if not instance.nova:
         return Decision(fallback, FROM_DEFAULT)
     specs, source = instance.extra_specs, FROM_FLAVOR
     if specs is None:
-        if lookup is None or not instance.flavor:
+        if lookup is None:
             return Decision(fallback, FROM_DEFAULT)
-        specs, source = lookup(instance.flavor), FROM_NOVA_API
-        if specs is None:
-            return Decision(None, FROM_NOVA_API, 'flavor %s: extra specs not '
-                            'known yet (Nova API)' % instance.flavor)
+        try:
+            specs, source = lookup(instance), FROM_NOVA_API
+        except exception.Error as exc:
+            return Decision(None, FROM_NOVA_API, str(exc))
     try:
         parsed = policylib.from_extra_specs(specs).resolve(default)
     except policylib.PolicyError as exc:

@@ -40,8 +40,9 @@ E_APPLY = 'apply'
 E_THRESHOLDS = 'thresholds'
 E_PROFILE = 'profile'
 E_PLACEMENT = 'placement'
+E_NOVA_API = 'nova-api'
 ERROR_KINDS = (E_LIBVIRT, E_METADATA, E_POLICY, E_VM, E_APPLY,
-               E_THRESHOLDS, E_PROFILE, E_PLACEMENT)
+               E_THRESHOLDS, E_PROFILE, E_PLACEMENT, E_NOVA_API)
 
 
 def transport_for(root):
@@ -211,11 +212,17 @@ class Agent:
                   stats=old.stats if old else None,
                   samples_seen=old.samples_seen if old else 0)
         self.guests[dom.name] = g
-        if decision.problem:
+        if decision.policy is None:
+            # The Nova API is down: one message for every guest waiting.
+            g.problem = decision.problem
+            self._fail(E_NOVA_API, 'nova-api', decision.problem)
+        elif decision.problem:
             g.problem = decision.problem
             self._fail(E_POLICY, ('policy', dom.name), decision.problem)
         else:
             self._ok(('policy', dom.name))
+        if decision.source == guestlib.FROM_NOVA_API and decision.policy:
+            self._ok('nova-api')
         if decision.policy is None or not self.caps.switching:
             return                      # nothing to apply (yet)
         try:
@@ -304,5 +311,16 @@ def publisher_from_conf(conf):
     return publish
 
 
+def lookup_from_conf(conf):
+    """Flavor extra specs through ``[nova]``, or None without
+    credentials (guests with pre-32.0.0 metadata then get the default)."""
+    if not conf.nova.auth_type:
+        return None
+    from nova_adaptive_paging.agent import nova_api
+    from nova_adaptive_paging.conf import nova as nova_conf
+    return nova_api.ServerFlavors(lambda: nova_conf.adapter(conf))
+
+
 def from_conf(conf, generation):
-    return Agent(conf, generation, publisher=publisher_from_conf(conf))
+    return Agent(conf, generation, lookup=lookup_from_conf(conf),
+                 publisher=publisher_from_conf(conf))

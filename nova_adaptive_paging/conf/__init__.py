@@ -11,12 +11,14 @@ from oslo_config import cfg
 
 from nova_adaptive_paging.conf import adaptive_paging
 from nova_adaptive_paging.conf import agent
+from nova_adaptive_paging.conf import nova
 from nova_adaptive_paging.conf import placement
 
 CONF = cfg.ConfigOpts()
 
 adaptive_paging.register_opts(CONF)
 agent.register_opts(CONF)
+nova.register_opts(CONF)
 placement.register_opts(CONF)
 
 

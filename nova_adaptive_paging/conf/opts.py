@@ -2,9 +2,10 @@
 
 from nova_adaptive_paging.conf import adaptive_paging
 from nova_adaptive_paging.conf import agent
+from nova_adaptive_paging.conf import nova
 from nova_adaptive_paging.conf import placement
 
-MODULES = (adaptive_paging, agent, placement)
+MODULES = (adaptive_paging, agent, nova, placement)
 
 
 def list_opts():

@@ -1,7 +1,8 @@
 """[placement]: how the agent reaches the placement API (keystoneauth)."""
 
-from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
+
+from nova_adaptive_paging.conf import ksa
 
 placement_group = cfg.OptGroup(
     'placement',
@@ -26,30 +27,13 @@ host's short name or its FQDN, whichever exists; if both do, set it.
 def register_opts(conf):
     conf.register_group(placement_group)
     conf.register_opts(host_opts, group=placement_group)
-    ks_loading.register_session_conf_options(conf, placement_group.name)
-    ks_loading.register_auth_conf_options(conf, placement_group.name)
-    ks_loading.register_adapter_conf_options(conf, placement_group.name,
-                                             include_deprecated=False)
-    conf.set_default('service_type', 'placement', group=placement_group)
-    conf.set_default('valid_interfaces', ['internal', 'public'],
-                     group=placement_group)
+    ksa.register(conf, placement_group.name, 'placement')
 
 
 def list_opts():
-    return {placement_group: (
-        host_opts
-        + ks_loading.get_session_conf_options()
-        + ks_loading.get_auth_common_conf_options()
-        + ks_loading.get_auth_plugin_conf_options('password')
-        + ks_loading.get_adapter_conf_options(include_deprecated=False))}
+    return {placement_group: host_opts + ksa.list_opts()}
 
 
 def adapter(conf):
     """A keystoneauth Adapter for placement from ``conf.placement``."""
-    group = placement_group.name
-    auth = ks_loading.load_auth_from_conf_options(conf, group)
-    session = ks_loading.load_session_from_conf_options(conf, group,
-                                                        auth=auth)
-    return ks_loading.load_adapter_from_conf_options(conf, group,
-                                                     session=session,
-                                                     auth=auth)
+    return ksa.adapter(conf, placement_group.name)

@@ -6,12 +6,16 @@ every value the spec forbids, as the conformance suite uses it)."""
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
 
+from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import session as ks_session
+from keystoneauth1 import token_endpoint
 import libvirt
 from oslo_config import cfg
 import prometheus_client
@@ -21,11 +25,12 @@ import pytest
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.agent import collector
 from nova_adaptive_paging.agent import domains
-from nova_adaptive_paging.agent import guest
+from nova_adaptive_paging.agent import nova_api
 from nova_adaptive_paging.agent import privileged
 from nova_adaptive_paging.agent import service
 from nova_adaptive_paging.conf import adaptive_paging as ap_conf
 from nova_adaptive_paging.conf import agent as agent_conf
+from nova_adaptive_paging.conf import nova as nova_conf
 from nova_adaptive_paging.conf import placement as placement_conf
 from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.costmodel import traces
@@ -81,7 +86,7 @@ class Recording:
 
 def make_conf(root, uri, default=vocabulary.HAP):
     conf = cfg.ConfigOpts()
-    for module in (ap_conf, agent_conf, placement_conf):
+    for module in (ap_conf, agent_conf, nova_conf, placement_conf):
         module.register_opts(conf)
     conf([], default_config_files=[])
     conf.set_override('host_root', root, 'adaptive_paging')
@@ -297,7 +302,7 @@ def test_metrics_over_http_carry_what_the_kernel_reports(sim):
                      if s.labels.get('instance') == uuid]
         per_host = [s for f in fams.values() for s in f.samples
                     if 'instance' not in s.labels]
-        assert (len(per_guest), len(per_host)) == (15, 68)
+        assert (len(per_guest), len(per_host)) == (15, 69)
         # A guest that leaves has no series at the next scrape.
         sim.stop_vm('a')
         fams = _scrape(server.server_port)
@@ -361,26 +366,46 @@ def test_a_lifecycle_event_wakes_the_agent(sim):
     agent.domains.close()
 
 
-def test_metadata_without_extra_specs_asks_the_nova_api(sim, tmp_path):
-    """A guest started before Nova 32.0.0.  ``answers`` stands in for the
-    Nova API client, which this change does not include yet: the test
-    covers how the agent handles its answers (unknown, then known)."""
-    start(sim, 'old', {'hw:paging': 'shadow'}, flavor='m1.old')
+def test_metadata_without_extra_specs_waits_for_the_nova_api(
+        sim, tmp_path, caplog):
+    """Guests started before Nova 32.0.0, with the Nova API down (a closed
+    loopback port): they are left as they are, the outage is logged once
+    and asked about once per retry period, not once per guest.  The API
+    answering is tests/functional/test_agent_nova_api.py's."""
+    start(sim, 'old1', {'hw:paging': 'shadow'}, flavor='m1.old')
+    start(sim, 'old2', {'hw:paging': 'shadow'}, flavor='m1.old')
+    start(sim, 'new', {'hw:paging': 'shadow'})
     node = open(os.path.join(sim.root, simhost.NODE_XML)).read()
-    start_tag = node.index('<nova:extraSpecs')
-    end_tag = node.index('</nova:extraSpecs>') + len('</nova:extraSpecs>')
     stripped = tmp_path / 'old-node.xml'
-    stripped.write_text(node[:start_tag] + node[end_tag:])
-    answers = {}
-    agent = agent_for(sim, lookup=answers.get)
+    cut = node.split('  <domain')
+    for i, part in enumerate(cut):
+        if 'm1.old' in part:
+            a = part.index('<nova:extraSpecs')
+            b = part.index('</nova:extraSpecs>') + len('</nova:extraSpecs>')
+            cut[i] = part[:a] + part[b:]
+    stripped.write_text('  <domain'.join(cut))
+    with socket.socket() as closed:
+        closed.bind(('127.0.0.1', 0))
+        port = closed.getsockname()[1]
+    now = [0.0]
+    lookup = nova_api.ServerFlavors(
+        lambda: ks_adapter.Adapter(ks_session.Session(
+            auth=token_endpoint.Token('http://127.0.0.1:%d' % port, 't'))),
+        retry_s=60, timeout_s=2, clock=lambda: now[0])
+    agent = agent_for(sim, lookup=lookup)
     agent.domains.uri = 'test://%s' % stripped
     agent.reconcile()
-    assert agent.guests['old'].decision.policy is None
-    assert policy_of(sim, 'old') == 'hap'      # left as it was
-    answers['m1.old'] = {'hw:paging': 'shadow'}
     agent.reconcile()
-    assert agent.guests['old'].decision.source == guest.FROM_NOVA_API
-    assert policy_of(sim, 'old') == 'shadow'
+    assert agent.guests['old1'].decision.policy is None
+    assert (policy_of(sim, 'old1'), policy_of(sim, 'old2')) == ('hap', 'hap')
+    assert policy_of(sim, 'new') == 'shadow'
+    assert lookup.requests == 1
+    assert len([r for r in caplog.records if 'Nova API' in
+                r.getMessage()]) == 1
+    assert 'Nova API' in agent.guests['old2'].problem
+    now[0] += 61
+    agent.reconcile()
+    assert lookup.requests == 2
 
 
 def test_the_privileged_side_touches_interface_files_only():

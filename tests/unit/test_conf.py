@@ -38,6 +38,6 @@ def test_generator_writes_the_sample(tmp_path):
     assert '[adaptive_paging]' in text
     assert '#default_policy = hap' in text
     groups = [g.name for g, _ in opts.list_opts()]
-    assert groups == ['adaptive_paging', 'agent', 'placement']
+    assert groups == ['adaptive_paging', 'agent', 'nova', 'placement']
     assert '#reconcile_interval = 60' in text
     assert '#compute_node_name = <None>' in text

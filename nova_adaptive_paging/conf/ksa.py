@@ -1,0 +1,31 @@
+"""keystoneauth options of a service the agent talks to, the way Nova
+registers them for each service it uses (nova/conf/utils.py)."""
+
+from keystoneauth1 import loading as ks_loading
+
+
+def register(conf, group, service_type):
+    ks_loading.register_session_conf_options(conf, group)
+    ks_loading.register_auth_conf_options(conf, group)
+    ks_loading.register_adapter_conf_options(conf, group,
+                                             include_deprecated=False)
+    conf.set_default('service_type', service_type, group=group)
+    conf.set_default('valid_interfaces', ['internal', 'public'],
+                     group=group)
+
+
+def list_opts():
+    return (ks_loading.get_session_conf_options()
+            + ks_loading.get_auth_common_conf_options()
+            + ks_loading.get_auth_plugin_conf_options('password')
+            + ks_loading.get_adapter_conf_options(include_deprecated=False))
+
+
+def adapter(conf, group):
+    """A keystoneauth Adapter from ``conf[group]``."""
+    auth = ks_loading.load_auth_from_conf_options(conf, group)
+    session = ks_loading.load_session_from_conf_options(conf, group,
+                                                        auth=auth)
+    return ks_loading.load_adapter_from_conf_options(conf, group,
+                                                     session=session,
+                                                     auth=auth)
