@@ -3,6 +3,7 @@ the simulated host's node XML, written with Nova's own metadata classes)
 and the simulated host's interface (the reference model, which refuses
 every value the spec forbids, as the conformance suite uses it)."""
 
+import gc
 import os
 import shutil
 import signal
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 import urllib.request
 
 from keystoneauth1 import adapter as ks_adapter
@@ -521,3 +523,50 @@ def test_agent_once_brings_a_served_host_to_the_flavors(tmp_path):
     finally:
         sim.send_signal(signal.SIGTERM)
         sim.communicate(timeout=20)
+
+
+def test_a_thousand_guests_come_and_go_without_leaks(sim):
+    """Guests started and destroyed through libvirt (the agent's own
+    connection, so its events fire) and the simulated host, one at a
+    time: nothing the agent holds grows with the number that came and
+    went."""
+    sim.write_layout()                  # an empty node
+    agent = agent_for(sim)
+    agent.transport = sim.model         # no record of writes kept
+    conn = agent.domains.connect()
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(collector.Collector(agent))
+
+    def cycle(i):
+        vm = start(sim, 'churn-%d' % i, {'hw:paging': 'shadow'})
+        dom = conn.createXML(vm.domain.strip(), 0)
+        agent.reconcile()
+        assert sim.model.vms[vm.dirname].policy == 'shadow'
+        text = prometheus_client.generate_latest(registry).decode()
+        dom.destroy()
+        sim.stop_vm(vm.spec.name)
+        agent.reconcile()
+        return text
+
+    def footprint():
+        return (len(os.listdir('/proc/self/fd')), threading.active_count(),
+                len(agent.guests), len(agent._said))
+    for i in range(20):                 # warm up: imports, caches
+        cycle(i)
+    before = footprint()
+    tracemalloc.start()
+    gc.collect()
+    snap = tracemalloc.take_snapshot()
+    for i in range(20, 1020):
+        text = cycle(i)
+    gc.collect()                        # the simulated VMs' cycles
+    grown = sum(s.size_diff for s in tracemalloc.take_snapshot().compare_to(
+        snap, 'filename'))
+    tracemalloc.stop()
+    assert footprint() == before == (before[0], before[1], 0, 0)
+    # One guest's series while it ran, none of the 999 gone before it.
+    assert text.count('nova_paging_guest_info{') == 1
+    # Python memory kept over 1,000 cycles by the agent, the libvirt
+    # bindings and the simulated host (which remembers every name that
+    # left, about 80 KiB here): under 1 MiB, about 1 KiB a guest.
+    assert grown < 1 << 20, grown
