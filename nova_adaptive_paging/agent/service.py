@@ -67,6 +67,7 @@ class Guest:
     problem: str = None             # why it is not (yet) as it should be
     stats: dict = None              # the last paging_stats read
     samples_seen: int = 0
+    pending: list = None            # read_only: the writes it would make
 
 
 class Histogram:
@@ -84,7 +85,7 @@ class Histogram:
 
 class Agent:
     def __init__(self, conf, generation, transport=None, domains=None,
-                 lookup=None, publisher=None):
+                 lookup=None, publisher=None, read_only=False):
         ap = conf.adaptive_paging
         self.conf = conf
         self.root = ap.host_root
@@ -97,6 +98,9 @@ class Agent:
             ap.libvirt_uri, self.wake, conf.agent.libvirt_max_backoff)
         self.lookup = lookup
         self.publisher = publisher
+        # read_only: look and report what would be written, write nothing
+        # (``nova-paging host status``).
+        self.read_only = read_only
         self.guests = {}                # domain name -> Guest
         self.errors = collections.Counter({k: 0 for k in ERROR_KINDS})
         self.last_good_reconcile = None
@@ -176,7 +180,7 @@ class Agent:
             for exc in self.thresholds.errors:
                 self._fail(E_PROFILE, ('profile', exc.source), str(exc))
         self.abi_version = probe.abi_version(self.transport)
-        if self.abi_version:
+        if self.abi_version and not self.read_only:
             try:
                 self.thresholds.push(self.transport)
                 self._ok('thresholds')
@@ -189,7 +193,8 @@ class Agent:
         self.caps = probe.detect(self.transport, self.generation,
                                  self.thresholds.calibrated)
         traits = self.caps.traits()
-        if self.publisher is not None and traits != self.published:
+        if (self.publisher is not None and traits != self.published
+                and not self.read_only):
             try:
                 self.publisher(self.caps)
                 self.published = traits
@@ -238,8 +243,12 @@ class Agent:
         if g.target.problem:
             self._fail(E_POLICY, ('profile', dom.name), 'instance %s: %s'
                        % (instance.uuid, g.target.problem))
+        vm = vmfiles.Vm(self.transport, g.vm)
         try:
-            done = writer.apply(vmfiles.Vm(self.transport, g.vm), g.target)
+            if self.read_only:
+                g.pending = ['%s=%s' % w for w in writer.plan(vm, g.target)]
+                return
+            done = writer.apply(vm, g.target)
         except vmfiles.Refused as exc:
             g.problem = str(exc)
             self._fail(E_APPLY, ('apply', dom.name), '%s (instance %s): %s'
@@ -288,7 +297,10 @@ class Agent:
                         (s['switches_to_hap'] + s['switches_to_shadow'])
                         if s else '-',
                         s.get('last_ftlb', '-'), s.get('last_fpf', '-'),
-                        ' problem: %s' % g.problem if g.problem else ''))
+                        (' would write: %s' % ', '.join(g.pending)
+                         if g.pending else '')
+                        + (' problem: %s' % g.problem if g.problem
+                           else '')))
         return lines
 
 

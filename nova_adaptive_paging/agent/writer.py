@@ -51,23 +51,34 @@ def target(policy, profile_set, host_profile):
         problem)
 
 
-def apply(vm, want):
-    """Bring ``vm`` (a host.vm.Vm) to ``want``; return the writes made,
-    as ``file=value`` strings.  Raises host.vm.Refused naming the file
-    and value when the kernel refuses one: the writes before it stay,
-    and the VM keeps the policy it had."""
-    done = []
+def plan(vm, want):
+    """The writes that bring ``vm`` (a host.vm.Vm) to ``want``, in order,
+    as ``(file, value)``: only what differs from what the kernel holds."""
+    writes = []
     current, overridden = vm.thresholds()
     if want.override is None:
         if overridden:
-            vm.write(spec.FILE_THRESHOLDS, DEFAULT_THRESHOLDS,
-                     'the host\'s thresholds')
-            done.append('%s=%s' % (spec.FILE_THRESHOLDS, DEFAULT_THRESHOLDS))
+            writes.append((spec.FILE_THRESHOLDS, DEFAULT_THRESHOLDS))
     elif not overridden or current != want.override:
-        text = want.override.format().strip()
-        vm.write(spec.FILE_THRESHOLDS, text, 'a per-VM threshold override')
-        done.append('%s=%s' % (spec.FILE_THRESHOLDS, text))
+        writes.append((spec.FILE_THRESHOLDS,
+                       want.override.format().strip()))
     if vm.word(spec.FILE_POLICY) != want.policy:
-        vm.set_policy(want.policy)
-        done.append('%s=%s' % (spec.FILE_POLICY, want.policy))
+        writes.append((spec.FILE_POLICY, want.policy))
+    return writes
+
+
+_EXPECTED = {spec.FILE_THRESHOLDS: 'a per-VM threshold override or '
+             'default', spec.FILE_POLICY: 'a VM that can run in hap and in '
+             'shadow mode'}
+
+
+def apply(vm, want):
+    """Bring ``vm`` to ``want``; return the writes made, as
+    ``file=value`` strings.  Raises host.vm.Refused naming the file and
+    value when the kernel refuses one: the writes before it stay, and
+    the VM keeps the policy it had."""
+    done = []
+    for name, value in plan(vm, want):
+        vm.write(name, value, _EXPECTED[name])
+        done.append('%s=%s' % (name, value))
     return done

@@ -4,6 +4,7 @@ import socket
 
 import click
 
+from nova_adaptive_paging.agent import service
 from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging.conf import placement as placement_conf
 from nova_adaptive_paging import placement
@@ -38,6 +39,28 @@ def show_capabilities():
         click.echo('cannot switch: %s' % reason)
     for trait in sorted(caps.traits()):
         click.echo(trait)
+
+
+@host_group.command('status')
+def status():
+    """Each guest on this host: policy, mode, switches, last sample (and
+    what the agent would still write).  Reads only."""
+    generation = CONF.adaptive_paging.cpu_generation or \
+        common.detect_generation()
+    agent = service.Agent(CONF, generation, read_only=True,
+                          lookup=service.lookup_from_conf(CONF))
+    agent.reconcile()
+    agent.sample()
+    agent.domains.close()
+    caps = agent.caps
+    click.echo('host: generation %s, %s, thresholds %s' % (
+        generation, 'switching (ABI v%d)' % caps.abi_version
+        if caps.switching else 'not switching', agent.thresholds.source))
+    for line in agent.report():
+        click.echo(line)
+    if agent.errors[service.E_LIBVIRT]:
+        common.fail('libvirt at %s could not be read'
+                    % CONF.adaptive_paging.libvirt_uri)
 
 
 @host_group.command('publish-capabilities')

@@ -492,11 +492,28 @@ def test_agent_once_brings_a_served_host_to_the_flavors(tmp_path):
             'default_policy = shadow\ncpu_generation = amd-zen3\n'
             'profile_dirs = %s\n' % (root, os.path.join(
                 root, simhost.NODE_XML), tmp_path / 'profiles'))
+
+        def status():
+            out = subprocess.run(
+                [sys.executable, '-m', 'nova_adaptive_paging.cmd.cli',
+                 '--config-file', str(config), 'host', 'status'],
+                capture_output=True, text=True, timeout=120)
+            assert out.returncode == 0, out.stderr
+            return out.stdout.splitlines()
+
+        # What the agent would do, before it runs: it reads only.
+        before = status()
+        assert before[0].startswith('host: generation amd-zen3, switching')
+        pending = [line for line in before[1:] if 'would write' in line]
+        assert len(pending) == 3        # shadow, adaptive, default shadow
+        assert all(open(os.path.join(debugfs, name, spec.FILE_POLICY))
+                   .read().strip() == 'hap' for name in os.listdir(debugfs))
         done = subprocess.run(
             [sys.executable, '-m', 'nova_adaptive_paging.cmd.agent',
              '--config-file', str(config), '--once'],
             capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
+        assert [line for line in status() if 'would write' in line] == []
         lines = dict(line.split(' ', 1)
                      for line in done.stdout.splitlines())
         assert sorted(lines) == ['instance-%08x' % i for i in (1, 2, 3, 4)]
