@@ -9,6 +9,7 @@ import prometheus_client
 
 from nova_adaptive_paging.agent import collector
 from nova_adaptive_paging.agent import service
+from nova_adaptive_paging.agent import web
 from nova_adaptive_paging import conf
 from nova_adaptive_paging.conf import adaptive_paging as ap_conf
 from nova_adaptive_paging.conf import agent as agent_conf
@@ -61,8 +62,15 @@ def main(argv=None):
     registry = prometheus_client.CollectorRegistry()
     registry.register(collector.Collector(agent))
     if CONF.agent.listen_port:
-        prometheus_client.start_http_server(
-            CONF.agent.listen_port, CONF.agent.listen_address, registry)
+        try:
+            web.serve(registry, CONF.agent.listen_address,
+                      CONF.agent.listen_port, CONF.agent.web_config_file)
+        except web.WebConfigError as exc:
+            _fail(str(exc))
+        except OSError as exc:
+            _fail('[agent] listen_address %s, listen_port %d: %s' % (
+                CONF.agent.listen_address, CONF.agent.listen_port,
+                exc.strerror or exc))
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: agent.stop())
     LOG.info('nova-paging-agent: generation %s, libvirt %s, root %s',

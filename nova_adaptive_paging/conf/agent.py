@@ -43,6 +43,13 @@ Prometheus server deliberately.
                 help="""
 Port /metrics is served on; 0 serves no metrics.
 """),
+    cfg.StrOpt('web_config_file',
+               help="""
+TLS and basic auth for /metrics: a web configuration file in the format of
+Prometheus' exporter-toolkit (``tls_server_config``, ``basic_auth_users``
+with bcrypt hashes), as node_exporter's ``--web.config.file`` takes. Unset
+means plain HTTP without authentication.
+"""),
 ]
 
 

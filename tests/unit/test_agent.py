@@ -3,18 +3,22 @@ the simulated host's node XML, written with Nova's own metadata classes)
 and the simulated host's interface (the reference model, which refuses
 every value the spec forbids, as the conformance suite uses it)."""
 
+import base64
 import gc
 import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
 import time
 import tracemalloc
+import urllib.error
 import urllib.request
 
+import bcrypt
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
@@ -30,6 +34,7 @@ from nova_adaptive_paging.agent import domains
 from nova_adaptive_paging.agent import nova_api
 from nova_adaptive_paging.agent import privileged
 from nova_adaptive_paging.agent import service
+from nova_adaptive_paging.agent import web
 from nova_adaptive_paging.conf import adaptive_paging as ap_conf
 from nova_adaptive_paging.conf import agent as agent_conf
 from nova_adaptive_paging.conf import nova as nova_conf
@@ -587,3 +592,76 @@ def test_a_thousand_guests_come_and_go_without_leaks(sim):
     # bindings and the simulated host (which remembers every name that
     # left, about 80 KiB here): under 1 MiB, about 1 KiB a guest.
     assert grown < 1 << 20, grown
+
+
+# -- /metrics with TLS and basic auth (exporter-toolkit's web config) --------
+def _self_signed(tmp_path):
+    key, crt = tmp_path / 'agent.key', tmp_path / 'agent.crt'
+    subprocess.run(['openssl', 'req', '-x509', '-newkey', 'rsa:2048',
+                    '-nodes', '-days', '2', '-subj', '/CN=localhost',
+                    '-addext', 'subjectAltName=IP:127.0.0.1',
+                    '-keyout', str(key), '-out', str(crt)],
+                   check=True, capture_output=True)
+    return key, crt
+
+
+def test_metrics_behind_tls_and_basic_auth(sim, tmp_path):
+    start(sim, 'a', {'hw:paging': 'shadow'})
+    agent = agent_for(sim)
+    agent.reconcile()
+    key, crt = _self_signed(tmp_path)
+    hashed = bcrypt.hashpw(b'scrape-me', bcrypt.gensalt(rounds=4)).decode()
+    config = tmp_path / 'web.yml'
+    config.write_text('tls_server_config:\n  cert_file: %s\n  key_file: %s\n'
+                      'basic_auth_users:\n  prometheus: %s\n'
+                      % (crt, key, hashed))
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(collector.Collector(agent))
+    server, _ = web.serve(registry, '127.0.0.1', 0, str(config))
+    url = 'https://127.0.0.1:%d/metrics' % server.server_port
+    ctx = ssl.create_default_context(cafile=str(crt))
+
+    def get(user=None, password=None, context=ctx):
+        req = urllib.request.Request(url)
+        if user:
+            req.add_header('Authorization', 'Basic ' + base64.b64encode(
+                ('%s:%s' % (user, password)).encode()).decode())
+        try:
+            with urllib.request.urlopen(req, timeout=10,
+                                        context=context) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, ''
+    try:
+        assert get()[0] == 401
+        assert get('prometheus', 'wrong')[0] == 401
+        assert get('nobody', 'scrape-me')[0] == 401
+        status, body = get('prometheus', 'scrape-me')
+        assert status == 200 and 'nova_paging_guest_info{' in body
+        assert get('prometheus', 'scrape-me')[0] == 200     # remembered
+        # Plain HTTP to the TLS port gets nothing.
+        with pytest.raises((urllib.error.URLError, ConnectionError)):
+            urllib.request.urlopen('http://127.0.0.1:%d/metrics'
+                                   % server.server_port, timeout=10)
+    finally:
+        server.shutdown()
+
+
+@pytest.mark.parametrize('text, key', [
+    ('tls_server_config:\n  cert_file: /nonexistent\n  key_file: /x\n',
+     'tls_server_config.cert_file'),
+    ('http_server_config:\n  http2: false\n', 'http_server_config'),
+    ('basic_auth_users:\n  prometheus: plaintext\n', 'basic_auth_users'),
+    ('tls_server_config: {cert_file: a, key_file: b, min_version: TLS10}\n',
+     'tls_server_config.'),
+    ('- a list\n', '(document)'),
+])
+def test_a_bad_web_config_is_one_line_naming_the_key(tmp_path, text, key):
+    config = tmp_path / 'web.yml'
+    config.write_text(text)
+    with pytest.raises(web.WebConfigError) as err:
+        web.serve(prometheus_client.CollectorRegistry(), '127.0.0.1', 0,
+                  str(config))
+    message = str(err.value)
+    assert message.startswith(str(config)) and key in message
+    assert '\n' not in message

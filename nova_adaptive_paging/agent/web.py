@@ -1,0 +1,176 @@
+"""/metrics over HTTP, with TLS and basic auth configured by the web
+configuration file Prometheus' exporters share (exporter-toolkit's
+format), so an operator's existing file works as it is::
+
+    tls_server_config:
+      cert_file: /etc/nova-adaptive-paging/agent.crt
+      key_file: /etc/nova-adaptive-paging/agent.key
+      client_auth_type: RequireAndVerifyClientCert   # optional
+      client_ca_file: /etc/nova-adaptive-paging/ca.crt
+      min_version: TLS12                             # optional
+    basic_auth_users:
+      prometheus: $2y$10$...                         # bcrypt hashes
+
+Other keys of the format (``http_server_config``) are refused rather
+than ignored: a setting that seems to apply but does not is worse than
+an error at start.
+"""
+
+import base64
+import hashlib
+import hmac
+import ssl
+import threading
+from wsgiref import simple_server
+
+import bcrypt
+from prometheus_client import exposition
+import yaml
+
+from nova_adaptive_paging import exception
+
+TOP = ('tls_server_config', 'basic_auth_users')
+TLS_KEYS = ('cert_file', 'key_file', 'client_auth_type', 'client_ca_file',
+            'min_version', 'max_version')
+CLIENT_AUTH = {'NoClientCert': ssl.CERT_NONE,
+               'RequireAndVerifyClientCert': ssl.CERT_REQUIRED,
+               'VerifyClientCertIfGiven': ssl.CERT_OPTIONAL}
+VERSIONS = {'TLS12': ssl.TLSVersion.TLSv1_2, 'TLS13': ssl.TLSVersion.TLSv1_3}
+
+
+class WebConfigError(exception.Error):
+    def __init__(self, source, key, problem):
+        super().__init__('%s: %s: %s' % (source, key, problem))
+
+
+def _tls_context(path, tls):
+    if not isinstance(tls, dict):
+        raise WebConfigError(path, 'tls_server_config', 'expected a mapping')
+    for key in tls:
+        if key not in TLS_KEYS:
+            raise WebConfigError(path, 'tls_server_config.%s' % key,
+                                 'unknown key; expected %s'
+                                 % ', '.join(TLS_KEYS))
+    for key in ('cert_file', 'key_file'):
+        if not isinstance(tls.get(key), str):
+            raise WebConfigError(path, 'tls_server_config.%s' % key,
+                                 'required (a file name)')
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        ctx.load_cert_chain(tls['cert_file'], tls['key_file'])
+    except (OSError, ssl.SSLError) as exc:
+        raise WebConfigError(path, 'tls_server_config.cert_file', '%s, %s: '
+                             '%s' % (tls['cert_file'], tls['key_file'], exc))
+    mode = tls.get('client_auth_type', 'NoClientCert')
+    if mode not in CLIENT_AUTH:
+        raise WebConfigError(path, 'tls_server_config.client_auth_type',
+                             'expected one of %s, got %r'
+                             % (', '.join(CLIENT_AUTH), mode))
+    ctx.verify_mode = CLIENT_AUTH[mode]
+    if mode != 'NoClientCert':
+        try:
+            ctx.load_verify_locations(tls.get('client_ca_file'))
+        except (OSError, ssl.SSLError, TypeError) as exc:
+            raise WebConfigError(path, 'tls_server_config.client_ca_file',
+                                 'required with %s: %s' % (mode, exc))
+    for key, attr in (('min_version', 'minimum_version'),
+                      ('max_version', 'maximum_version')):
+        if key in tls:
+            if tls[key] not in VERSIONS:
+                raise WebConfigError(path, 'tls_server_config.%s' % key,
+                                     'expected %s, got %r' % (
+                                         ' or '.join(VERSIONS), tls[key]))
+            setattr(ctx, attr, VERSIONS[tls[key]])
+    return ctx
+
+
+def _users(path, users):
+    if not isinstance(users, dict) or not all(
+            isinstance(k, str) and isinstance(v, str)
+            and v.startswith('$2') for k, v in users.items()):
+        raise WebConfigError(path, 'basic_auth_users', 'expected user: '
+                             'bcrypt hash pairs')
+    return {k: v.encode() for k, v in users.items()}
+
+
+def load(path):
+    """(ssl.SSLContext or None, {user: bcrypt hash}) of a web config
+    file; WebConfigError names the file, key and problem."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            doc = yaml.safe_load(f) or {}
+    except OSError as exc:
+        raise WebConfigError(path, '(file)', exc.strerror or str(exc))
+    except yaml.YAMLError as exc:
+        raise WebConfigError(path, '(document)', 'not valid YAML: %s' % exc)
+    if not isinstance(doc, dict):
+        raise WebConfigError(path, '(document)', 'expected a mapping')
+    for key in doc:
+        if key not in TOP:
+            raise WebConfigError(path, key, 'not supported; expected %s'
+                                 % ', '.join(TOP))
+    ctx = (_tls_context(path, doc['tls_server_config'])
+           if doc.get('tls_server_config') else None)
+    users = (_users(path, doc['basic_auth_users'])
+             if doc.get('basic_auth_users') else {})
+    return ctx, users
+
+
+class _BasicAuth:
+    """A WSGI app that lets a request through with a user's password.
+    bcrypt is slow by design: a password that matched is remembered (as
+    its SHA-256) so that a scrape every few seconds costs no bcrypt."""
+
+    def __init__(self, app, users):
+        self.app = app
+        self.users = users
+        self._good = {}
+        self._lock = threading.Lock()
+
+    def _ok(self, header):
+        if not header.startswith('Basic '):
+            return False
+        try:
+            user, _, password = base64.b64decode(
+                header[6:]).decode('utf-8').partition(':')
+        except (ValueError, UnicodeDecodeError):
+            return False
+        hashed = self.users.get(user)
+        if hashed is None:
+            return False
+        digest = hashlib.sha256(password.encode()).digest()
+        with self._lock:
+            known = self._good.get(user)
+        if known is not None and hmac.compare_digest(known, digest):
+            return True
+        if not bcrypt.checkpw(password.encode(), hashed):
+            return False
+        with self._lock:
+            self._good[user] = digest
+        return True
+
+    def __call__(self, environ, start_response):
+        if self._ok(environ.get('HTTP_AUTHORIZATION', '')):
+            return self.app(environ, start_response)
+        start_response('401 Unauthorized', [
+            ('WWW-Authenticate', 'Basic realm="nova-paging-agent"'),
+            ('Content-Type', 'text/plain')])
+        return [b'Unauthorized\n']
+
+
+def serve(registry, address, port, web_config=None):
+    """Serve ``registry`` in a daemon thread; return (server, thread)."""
+    ctx, users = load(web_config) if web_config else (None, {})
+    app = exposition.make_wsgi_app(registry)
+    if users:
+        app = _BasicAuth(app, users)
+    httpd = simple_server.make_server(
+        address, port, app, exposition.ThreadingWSGIServer,
+        handler_class=exposition._SilentHandler)
+    if ctx is not None:
+        httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+    thread = threading.Thread(target=httpd.serve_forever,
+                              name='metrics-http', daemon=True)
+    thread.start()
+    return httpd, thread
