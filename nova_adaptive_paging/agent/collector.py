@@ -63,15 +63,15 @@ class Collector:
     def _guests(self):
         agent = self.agent
         with agent.lock:
-            guests = [(g.domain, g.instance, g.decision, g.vm)
-                      for g in agent.guests.values()]
+            guests = [(g.domain, g.instance, g.decision, g.vm,
+                       g.fault_stats) for g in agent.guests.values()]
         fams = {m.name: family(m) for m in (
             M.GUEST_INFO, M.GUEST_MODE, M.SWITCHES, M.SWITCHES_REFUSED,
             M.MODE_SECONDS, M.SWITCHING_SECONDS,
             M.SHADOW_MAINTENANCE_SECONDS, M.SAMPLES, M.LAST_FTLB,
-            M.LAST_FPF, M.LAST_PT, M.LAST_RULE)}
+            M.LAST_FPF, M.LAST_PT, M.LAST_RULE, M.GUEST_FAULT_STATS)}
         policies = dict.fromkeys(vocabulary.POLICIES, 0)
-        for domain, inst, decision, vm in guests:
+        for domain, inst, decision, vm, fault_stats in guests:
             uuid = inst.uuid
             policy = (decision.policy.paging.value if decision.policy
                       else '')
@@ -80,6 +80,9 @@ class Collector:
             fams[M.GUEST_INFO.name].add_metric(
                 [uuid, domain, inst.flavor, inst.project, policy,
                  decision.source], 1)
+            if fault_stats is not None:
+                fams[M.GUEST_FAULT_STATS.name].add_metric(
+                    [uuid], float(fault_stats))
             if vm is None:
                 continue
             try:

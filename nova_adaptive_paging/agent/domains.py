@@ -160,3 +160,17 @@ class Domains:
                     raise LibvirtUnavailable('%s: %s' % (
                         self.uri, exc.get_error_message()))
         return out
+
+    def guest_faults(self, name):
+        """The guest's own page-fault count from its virtio-balloon
+        statistics, or None when it reports none (no balloon, or Nova's
+        ``[libvirt] mem_stats_period_seconds = 0``).  Linux guests count
+        every fault, major ones included, in ``minor_fault``: it is the
+        total, and ``major_fault`` is not added to it."""
+        conn = self.connect()
+        try:
+            stats = conn.lookupByName(name).memoryStats()
+        except libvirt.libvirtError:
+            return None
+        value = stats.get('minor_fault')
+        return int(value) if value is not None and value >= 0 else None

@@ -19,6 +19,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 
+from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.agent import domains as domainslib
 from nova_adaptive_paging.agent import guest as guestlib
 from nova_adaptive_paging.agent import thresholds as thresholdslib
@@ -41,8 +42,9 @@ E_THRESHOLDS = 'thresholds'
 E_PROFILE = 'profile'
 E_PLACEMENT = 'placement'
 E_NOVA_API = 'nova-api'
+E_FAULTS = 'guest-faults'
 ERROR_KINDS = (E_LIBVIRT, E_METADATA, E_POLICY, E_VM, E_APPLY,
-               E_THRESHOLDS, E_PROFILE, E_PLACEMENT, E_NOVA_API)
+               E_THRESHOLDS, E_PROFILE, E_PLACEMENT, E_NOVA_API, E_FAULTS)
 
 
 def transport_for(root):
@@ -68,6 +70,7 @@ class Guest:
     stats: dict = None              # the last paging_stats read
     samples_seen: int = 0
     pending: list = None            # read_only: the writes it would make
+    fault_stats: bool = None        # adaptive: its balloon counts faults
 
 
 class Histogram:
@@ -263,13 +266,18 @@ class Agent:
     # -- sample ------------------------------------------------------------
     def sample(self):
         """Read every managed VM's paging_stats once; feed the
-        histograms with the samples taken since the last read."""
+        histograms with the samples taken since the last read, and an
+        adaptive guest's own page-fault count to the kernel."""
         with self.lock:
             for g in self.guests.values():
                 if g.vm is None:
                     continue
+                vm = vmfiles.Vm(self.transport, g.vm)
+                if g.target is not None and not self.read_only and \
+                        g.target.policy == vocabulary.ADAPTIVE:
+                    self._feed_faults(g, vm)
                 try:
-                    stats = vmfiles.Vm(self.transport, g.vm).stats()
+                    stats = vm.stats()
                 except vmfiles.Refused:
                     continue            # gone: the next reconcile sees it
                 if g.stats is not None and stats['samples'] > g.samples_seen:
@@ -278,6 +286,28 @@ class Agent:
                     self.ftlb.observe(mode, stats['last_ftlb'] / 1000)
                     self.fpf.observe(mode, stats['last_fpf'] / 1000)
                 g.stats, g.samples_seen = stats, stats['samples']
+
+    def _feed_faults(self, g, vm):
+        """The kernel counts a guest's faults itself only in shadow mode;
+        a guest's balloon statistics count them in both."""
+        try:
+            faults = self.domains.guest_faults(g.domain)
+        except domainslib.LibvirtUnavailable:
+            faults = None
+        g.fault_stats = faults is not None
+        if faults is None:
+            self._fail(E_FAULTS, ('faults', g.domain), '%s (instance %s): '
+                       'no page-fault count in its balloon statistics (no '
+                       'virtio-balloon, or mem_stats_period_seconds = 0); '
+                       'in hap mode its samples have no fault rate' % (
+                           g.domain, g.instance.uuid))
+            return
+        self._ok(('faults', g.domain))
+        try:
+            vm.write(spec.FILE_GUEST_FAULTS, str(faults),
+                     'the guest\'s cumulative page-fault count')
+        except vmfiles.Refused as exc:
+            self._fail(E_APPLY, ('faults-write', g.domain), str(exc))
 
     # -- what an operator sees -------------------------------------------
     def report(self):

@@ -80,7 +80,12 @@ class VmSpec:
     vcpus: int = 1
     can_hap: bool = True
     can_shadow: bool = True
+    # The simulated host writes the guest's fault count itself, as user
+    # space would (an agent run against it may do so instead: balloon).
     guest_faults: bool = True
+    # A virtio-balloon with statistics in the domain XML: libvirt's test
+    # driver then reports balloon statistics (a constant fault count).
+    balloon: bool = False
 
 
 class SimVm:

@@ -16,6 +16,8 @@ from nova_adaptive_paging.agent import guest
 NOVA_NS = guest.NOVA_NS
 PACKAGE = 'nova-adaptive-paging-sim'
 CREATION_TIME = '2011-03-09 00:00:00'
+# Nova's default [libvirt] mem_stats_period_seconds.
+BALLOON_PERIOD_S = 10
 
 
 def _domain_with_nova(spec):
@@ -40,6 +42,10 @@ def _domain_with_nova(spec):
     guest.memory, guest.vcpus = spec.memory_mib * 1024, spec.vcpus
     guest.os_type = 'hvm'
     guest.metadata.append(meta)
+    if spec.balloon:
+        balloon = vconfig.LibvirtConfigMemoryBalloon()
+        balloon.model, balloon.period = 'virtio', BALLOON_PERIOD_S
+        guest.add_device(balloon)
     return guest.format_dom()
 
 
@@ -67,6 +73,11 @@ def _domain_by_hand(spec):
     ET.SubElement(owner, n + 'user', uuid='0' * 32).text = 'sim'
     ET.SubElement(owner, n + 'project', uuid='0' * 32).text = 'sim'
     ET.SubElement(ET.SubElement(dom, 'os'), 'type').text = 'hvm'
+    if spec.balloon:
+        balloon = ET.SubElement(ET.SubElement(dom, 'devices'), 'memballoon',
+                                model='virtio', autodeflate='on',
+                                freePageReporting='on')
+        ET.SubElement(balloon, 'stats', period=str(BALLOON_PERIOD_S))
     return dom
 
 

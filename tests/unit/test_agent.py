@@ -250,7 +250,9 @@ def _value(fams, metric, **labels):
 
 
 def test_metrics_over_http_carry_what_the_kernel_reports(sim):
-    start(sim, 'a', {'hw:paging': 'adaptive'}, flavor='m1.adaptive')
+    # The agent, not the simulated host, feeds this guest's fault count.
+    start(sim, 'a', {'hw:paging': 'adaptive'}, flavor='m1.adaptive',
+          guest_faults=False, balloon=True)
     start(sim, 'b', {'hw:paging': 'shadow'})
     agent = agent_for(sim)
     agent.reconcile()
@@ -296,8 +298,7 @@ def test_metrics_over_http_carry_what_the_kernel_reports(sim):
         assert seen == taken == 2 * 120 // 5
         # Every family the agent exports on a patched host is there.
         advisory = {metrics.ADVISED_MODE.name,
-                    metrics.MODELED_GAIN_SECONDS.name,
-                    metrics.GUEST_FAULT_STATS.name}
+                    metrics.MODELED_GAIN_SECONDS.name}
         for m in metrics.ALL:
             if m.name in advisory:
                 continue
@@ -309,7 +310,7 @@ def test_metrics_over_http_carry_what_the_kernel_reports(sim):
                      if s.labels.get('instance') == uuid]
         per_host = [s for f in fams.values() for s in f.samples
                     if 'instance' not in s.labels]
-        assert (len(per_guest), len(per_host)) == (15, 69)
+        assert (len(per_guest), len(per_host)) == (16, 70)
         # A guest that leaves has no series at the next scrape.
         sim.stop_vm('a')
         fams = _scrape(server.server_port)
@@ -317,6 +318,35 @@ def test_metrics_over_http_carry_what_the_kernel_reports(sim):
                     if s.labels['instance'] == uuid]
     finally:
         server.shutdown()
+        server.server_close()
+
+
+def test_an_adaptive_guests_balloon_fault_count_reaches_the_kernel(sim):
+    """libvirt's test driver reports balloon statistics (a fault count
+    of 0): the agent writes the guest's count, the kernel's samples then
+    take their faults from user space in both modes."""
+    start(sim, 'a', {'hw:paging': 'adaptive'}, guest_faults=False,
+          balloon=True)
+    start(sim, 'p', {'hw:paging': 'hap'}, guest_faults=False, balloon=True)
+    start(sim, 'n', {'hw:paging': 'adaptive'}, guest_faults=False)
+    agent = agent_for(sim)
+    agent.reconcile()
+    agent.sample()
+    written = [w for w in agent.transport.writes
+               if w[0].endswith(spec.FILE_GUEST_FAULTS)]
+    a = sim.vms['a'].dirname
+    assert written == [('%s/%s/%s' % (spec.DEBUGFS_DIR, a,
+                                      spec.FILE_GUEST_FAULTS), '0')]
+    run(sim, 10)
+    stats = spec.parse_stats(sim.model.vms[a].read(spec.FILE_STATS))
+    assert stats['pf_source'] == 'user'
+    assert agent.guests['a'].fault_stats is True
+    assert agent.guests['p'].fault_stats is None     # not adaptive
+    # Without a balloon there is no count: reported once, not hidden.
+    assert agent.guests['n'].fault_stats is False
+    agent.sample()
+    assert agent.errors[service.E_FAULTS] == 2
+    assert len([m for m in agent._said.values() if 'balloon' in m]) == 1
 
 
 def test_a_guest_destroyed_between_discovery_and_write(sim):
@@ -585,7 +615,11 @@ def test_a_thousand_guests_come_and_go_without_leaks(sim):
     grown = sum(s.size_diff for s in tracemalloc.take_snapshot().compare_to(
         snap, 'filename'))
     tracemalloc.stop()
-    assert footprint() == before == (before[0], before[1], 0, 0)
+    after = footprint()
+    # A leak per cycle would show as a thousand; libvirt may open a file
+    # or start a thread of its own once, at any time.
+    assert after[0] - before[0] <= 2 and after[1] - before[1] <= 1
+    assert after[2:] == before[2:] == (0, 0)
     # One guest's series while it ran, none of the 999 gone before it.
     assert text.count('nova_paging_guest_info{') == 1
     # Python memory kept over 1,000 cycles by the agent, the libvirt
@@ -645,6 +679,7 @@ def test_metrics_behind_tls_and_basic_auth(sim, tmp_path):
                                    % server.server_port, timeout=10)
     finally:
         server.shutdown()
+        server.server_close()
 
 
 @pytest.mark.parametrize('text, key', [

@@ -163,10 +163,13 @@ def test_hand_written_domain_matches_novas():
     vm = simhost.VmSpec('x', TRACES['quiet'], {'hw:paging': 'shadow',
                                                'hw:paging_interval': '5'},
                         uuid='0b8a6a2e-2c3e-4f52-9b1e-4c6f2e1b9d01')
-    by_nova = libvirt_xml.domain(vm, use_nova=True)
-    by_hand = libvirt_xml.domain(vm, use_nova=False)
-    assert ET.canonicalize(ET.tostring(by_nova), strip_text=True) == \
-        ET.canonicalize(ET.tostring(by_hand), strip_text=True)
+    for balloon in (False, True):
+        vm.balloon = balloon
+        by_nova = libvirt_xml.domain(vm, use_nova=True)
+        by_hand = libvirt_xml.domain(vm, use_nova=False)
+        assert ET.canonicalize(ET.tostring(by_nova), strip_text=True) == \
+            ET.canonicalize(ET.tostring(by_hand), strip_text=True)
+        assert (by_nova.find('devices/memballoon') is not None) == balloon
 
 
 needs_virsh = pytest.mark.skipif(
