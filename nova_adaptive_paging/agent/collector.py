@@ -64,14 +64,19 @@ class Collector:
         agent = self.agent
         with agent.lock:
             guests = [(g.domain, g.instance, g.decision, g.vm,
-                       g.fault_stats) for g in agent.guests.values()]
+                       g.fault_stats, g.counters_ok,
+                       (g.advisor.mode, g.advisor.gain_s)
+                       if g.advisor is not None and g.counters_ok else None)
+                      for g in agent.guests.values()]
         fams = {m.name: family(m) for m in (
             M.GUEST_INFO, M.GUEST_MODE, M.SWITCHES, M.SWITCHES_REFUSED,
             M.MODE_SECONDS, M.SWITCHING_SECONDS,
             M.SHADOW_MAINTENANCE_SECONDS, M.SAMPLES, M.LAST_FTLB,
-            M.LAST_FPF, M.LAST_PT, M.LAST_RULE, M.GUEST_FAULT_STATS)}
+            M.LAST_FPF, M.LAST_PT, M.LAST_RULE, M.GUEST_FAULT_STATS,
+            M.GUEST_COUNTERS, M.ADVISED_MODE, M.MODELED_GAIN_SECONDS)}
         policies = dict.fromkeys(vocabulary.POLICIES, 0)
-        for domain, inst, decision, vm, fault_stats in guests:
+        for (domain, inst, decision, vm, fault_stats, counters_ok,
+             advice) in guests:
             uuid = inst.uuid
             policy = (decision.policy.paging.value if decision.policy
                       else '')
@@ -83,6 +88,15 @@ class Collector:
             if fault_stats is not None:
                 fams[M.GUEST_FAULT_STATS.name].add_metric(
                     [uuid], float(fault_stats))
+            if counters_ok is not None:
+                fams[M.GUEST_COUNTERS.name].add_metric(
+                    [uuid], float(counters_ok))
+            if advice is not None:
+                for mode in vocabulary.MODES:
+                    fams[M.ADVISED_MODE.name].add_metric(
+                        [uuid, mode], float(advice[0] == mode))
+                fams[M.MODELED_GAIN_SECONDS.name].add_metric([uuid],
+                                                             advice[1])
             if vm is None:
                 continue
             try:

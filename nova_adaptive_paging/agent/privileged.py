@@ -4,9 +4,12 @@ interface's files on a real host, through oslo.privsep.
 debugfs (``/sys/kernel/debug``) is readable by root alone and the
 interface's files are root's, so the agent runs unprivileged and asks a
 privsep daemon with ``CAP_DAC_OVERRIDE`` and ``CAP_DAC_READ_SEARCH`` for
-exactly these operations.  The daemon checks every path against the
-interface's own names (``abi/spec.py``): a compromised agent can change a
-VM's paging policy or the host's thresholds, never open another file.
+exactly these operations; in advisory mode the same daemon, with
+``CAP_PERFMON`` and ``CAP_SYS_PTRACE``, opens and reads the guest-only
+counters of QEMU's vCPU threads (and nothing else).  The daemon checks
+every path against the interface's own names (``abi/spec.py``): a
+compromised agent can change a VM's paging policy or the host's
+thresholds, never open another file.
 Paths are always under ``/``: a simulated host's root is the agent's own
 and needs no privilege (``service.transport_for``).
 """
@@ -20,6 +23,7 @@ from oslo_privsep import capabilities
 from oslo_privsep import priv_context
 
 from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging.agent import perf
 from nova_adaptive_paging.host import files
 
 host_admin = priv_context.PrivContext(
@@ -27,7 +31,9 @@ host_admin = priv_context.PrivContext(
     cfg_section='nova_adaptive_paging_privileged',
     pypath=__name__ + '.host_admin',
     capabilities=[capabilities.CAP_DAC_OVERRIDE,
-                  capabilities.CAP_DAC_READ_SEARCH],
+                  capabilities.CAP_DAC_READ_SEARCH,
+                  # advisory mode: guest-only counters of QEMU's threads
+                  capabilities.CAP_PERFMON, capabilities.CAP_SYS_PTRACE],
 )
 
 _VM_FILE = re.compile(r'%s/\d+-\d+/(%s)' % (
@@ -83,6 +89,45 @@ def _use_our_helper():
                           'privsep-helper')
     cfg.CONF.set_default('helper_command', 'sudo %s' % helper,
                          group=host_admin.cfg_section)
+
+
+# Guest-only counters the daemon holds open, by handle (file descriptors
+# do not cross the privsep channel).
+_COUNTERS = {}
+
+
+@host_admin.entrypoint
+def counters_open(pid):
+    counters = perf.GuestCounters(int(pid))
+    handle = max(_COUNTERS, default=0) + 1
+    _COUNTERS[handle] = counters
+    return handle
+
+
+@host_admin.entrypoint
+def counters_read(handle):
+    return _COUNTERS[handle].read()
+
+
+@host_admin.entrypoint
+def counters_close(handle):
+    counters = _COUNTERS.pop(handle, None)
+    if counters is not None:
+        counters.close()
+
+
+class Counters:
+    """perf.GuestCounters held by the privsep daemon."""
+
+    def __init__(self, pid):
+        _use_our_helper()
+        self.handle = counters_open(pid)
+
+    def read(self):
+        return tuple(counters_read(self.handle))
+
+    def close(self):
+        counters_close(self.handle)
 
 
 class Transport:

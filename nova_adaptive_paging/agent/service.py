@@ -20,10 +20,13 @@ import time
 import xml.etree.ElementTree as ET
 
 from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging.agent import advisory
 from nova_adaptive_paging.agent import domains as domainslib
 from nova_adaptive_paging.agent import guest as guestlib
+from nova_adaptive_paging.agent import perf
 from nova_adaptive_paging.agent import thresholds as thresholdslib
 from nova_adaptive_paging.agent import writer
+from nova_adaptive_paging.costmodel import hardware as costhw
 from nova_adaptive_paging.host import files
 from nova_adaptive_paging.host import probe
 from nova_adaptive_paging.host import vm as vmfiles
@@ -43,8 +46,19 @@ E_PROFILE = 'profile'
 E_PLACEMENT = 'placement'
 E_NOVA_API = 'nova-api'
 E_FAULTS = 'guest-faults'
+E_COUNTERS = 'counters'
 ERROR_KINDS = (E_LIBVIRT, E_METADATA, E_POLICY, E_VM, E_APPLY,
-               E_THRESHOLDS, E_PROFILE, E_PLACEMENT, E_NOVA_API, E_FAULTS)
+               E_THRESHOLDS, E_PROFILE, E_PLACEMENT, E_NOVA_API, E_FAULTS,
+               E_COUNTERS)
+
+
+def counters_for(root):
+    """How guest-only counters are opened: through the privsep daemon on
+    a real host, in process elsewhere."""
+    if root.rstrip('/') == '':
+        from nova_adaptive_paging.agent import privileged
+        return privileged.Counters
+    return perf.GuestCounters
 
 
 def transport_for(root):
@@ -70,6 +84,9 @@ class Guest:
     stats: dict = None              # the last paging_stats read
     samples_seen: int = 0
     pending: list = None            # read_only: the writes it would make
+    advisor: object = None          # advisory hosts: advisory.Advisor
+    counters: object = None         # ... and its guest-only counters
+    counters_ok: bool = None
     fault_stats: bool = None        # adaptive: its balloon counts faults
 
 
@@ -88,7 +105,8 @@ class Histogram:
 
 class Agent:
     def __init__(self, conf, generation, transport=None, domains=None,
-                 lookup=None, publisher=None, read_only=False):
+                 lookup=None, publisher=None, read_only=False,
+                 counters=None):
         ap = conf.adaptive_paging
         self.conf = conf
         self.root = ap.host_root
@@ -104,6 +122,10 @@ class Agent:
         # read_only: look and report what would be written, write nothing
         # (``nova-paging host status``).
         self.read_only = read_only
+        # Advisory mode: the cost model of this generation (MODELED) and
+        # how a guest's counters are opened (from its QEMU pid).
+        self.hw = costhw.for_generation(generation)
+        self.counters = counters or counters_for(self.root)
         self.guests = {}                # domain name -> Guest
         self.errors = collections.Counter({k: 0 for k in ERROR_KINDS})
         self.last_good_reconcile = None
@@ -170,7 +192,9 @@ class Agent:
                 self._guest(dom)
             for name in set(self.guests) - seen:
                 LOG.info('%s: gone', name)
-                del self.guests[name]
+                gone = self.guests.pop(name)
+                if gone.counters is not None:
+                    gone.counters.close()
                 for key in [k for k in self._said if k[1:2] == (name,)]:
                     del self._said[key]
             if ok:
@@ -231,6 +255,14 @@ class Agent:
             self._ok(('policy', dom.name))
         if decision.source == guestlib.FROM_NOVA_API and decision.policy:
             self._ok('nova-api')
+        if self.caps.kvm and not self.caps.switching:
+            if old is not None and old.advisor is not None:
+                g.advisor, g.counters = old.advisor, old.counters
+                g.counters_ok = old.counters_ok
+            else:
+                g.advisor = advisory.Advisor(self.thresholds.profile,
+                                             self.hw)
+            return                      # advisory: nothing to write
         if decision.policy is None or not self.caps.switching:
             return                      # nothing to apply (yet)
         try:
@@ -270,6 +302,8 @@ class Agent:
         adaptive guest's own page-fault count to the kernel."""
         with self.lock:
             for g in self.guests.values():
+                if g.advisor is not None:
+                    self._advise(g)
                 if g.vm is None:
                     continue
                 vm = vmfiles.Vm(self.transport, g.vm)
@@ -286,6 +320,32 @@ class Agent:
                     self.ftlb.observe(mode, stats['last_ftlb'] / 1000)
                     self.fpf.observe(mode, stats['last_fpf'] / 1000)
                 g.stats, g.samples_seen = stats, stats['samples']
+
+    def _advise(self, g):
+        """One advisory sample of a guest on a host that cannot switch."""
+        if g.counters is None:
+            try:
+                g.counters = self.counters(vmfiles.domain_pid(self.root,
+                                                              g.domain))
+            except (perf.Unavailable, vmfiles.Refused, OSError) as exc:
+                g.counters_ok = False
+                reason = getattr(exc, 'reason', None) or getattr(
+                    exc, 'strerror', None) or str(exc)
+                self._fail(E_COUNTERS, 'counters', 'advisory mode has no '
+                           'guest-only counters (%s); it cannot say what '
+                           'adaptive paging would do here' % reason)
+                return
+        try:
+            insns, tlb = g.counters.read()
+            faults = self.domains.guest_faults(g.domain)
+        except (OSError, domainslib.LibvirtUnavailable) as exc:
+            g.counters_ok = False
+            self._fail(E_COUNTERS, ('counters', g.domain), '%s: reading '
+                       'its counters: %s' % (g.domain, exc))
+            return
+        g.counters_ok = True
+        g.fault_stats = faults is not None
+        g.advisor.step(insns, tlb, faults)
 
     def _feed_faults(self, g, vm):
         """The kernel counts a guest's faults itself only in shadow mode;

@@ -165,3 +165,13 @@ def resolve(name_or_path):
             return loads(f.read(), name_or_path)
     except OSError as exc:
         raise HardwareError(name_or_path, '(file)', str(exc))
+
+
+def for_generation(generation, fallback='nehalem'):
+    """The shipped cost profile measured on ``generation``, else
+    ``fallback`` (all MODELED)."""
+    for name in builtin_names():
+        hw = resolve(name)
+        if hw.generation == generation:
+            return hw
+    return resolve(fallback)

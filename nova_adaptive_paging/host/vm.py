@@ -44,16 +44,23 @@ def check_abi(transport):
         raise Refused(rel, value, expected)
 
 
-def vm_for_domain(root, transport, domain):
-    """The ``<pid>-<fd>`` directory of a libvirt domain's QEMU process."""
-    pid_file = os.path.join(root, LIBVIRT_PID_DIR,
-                            domain + '.pid')
+def domain_pid(root, domain):
+    """The pid (text) of a libvirt domain's QEMU process."""
+    pid_file = os.path.join(root, LIBVIRT_PID_DIR, domain + '.pid')
     try:
         with open(pid_file, encoding='ascii') as f:
             pid = f.read().strip()
     except OSError as exc:
         raise Refused(pid_file, 'cannot be read (%s)' % exc.strerror,
                       'the pid file of a running libvirt domain')
+    if not pid.isdigit():
+        raise Refused(pid_file, repr(pid), 'a process id')
+    return pid
+
+
+def vm_for_domain(root, transport, domain):
+    """The ``<pid>-<fd>`` directory of a libvirt domain's QEMU process."""
+    pid = domain_pid(root, domain)
     found = sorted(
         name for name in transport.listdir(spec.DEBUGFS_DIR)
         if (m := spec.VM_DIR_RE.match(name)) and m.group('pid') == pid

@@ -102,6 +102,9 @@ GUEST_FAULT_STATS = _m('guest_fault_stats', GAUGE, '1 when the guest '
 ADVISED_MODE = _m('guest_modeled_mode', GAUGE, 'Paging mode adaptive '
                   'paging would run the guest in now (advisory hosts; '
                   'modeled).', GUEST_LABELS + ('mode',))
+GUEST_COUNTERS = _m('guest_counters', GAUGE, '1 when the agent reads '
+                    'the guest\'s guest-only hardware counters (advisory '
+                    'hosts), 0 when the host gives none.', GUEST_LABELS)
 MODELED_GAIN_SECONDS = _m('guest_modeled_gain_seconds_total', COUNTER,
                           'Modeled time adaptive paging would have saved '
                           'the guest (cost model, not a measurement).',

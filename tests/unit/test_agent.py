@@ -40,6 +40,7 @@ from nova_adaptive_paging.conf import agent as agent_conf
 from nova_adaptive_paging.conf import nova as nova_conf
 from nova_adaptive_paging.conf import placement as placement_conf
 from nova_adaptive_paging.costmodel import hardware
+from nova_adaptive_paging import dsp
 from nova_adaptive_paging.costmodel import traces
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.simhost import host as simhost
@@ -310,7 +311,7 @@ def test_metrics_over_http_carry_what_the_kernel_reports(sim):
                      if s.labels.get('instance') == uuid]
         per_host = [s for f in fams.values() for s in f.samples
                     if 'instance' not in s.labels]
-        assert (len(per_guest), len(per_host)) == (16, 70)
+        assert (len(per_guest), len(per_host)) == (16, 71)
         # A guest that leaves has no series at the next scrape.
         sim.stop_vm('a')
         fams = _scrape(server.server_port)
@@ -700,3 +701,85 @@ def test_a_bad_web_config_is_one_line_naming_the_key(tmp_path, text, key):
     message = str(err.value)
     assert message.startswith(str(config)) and key in message
     assert '\n' not in message
+
+
+# -- advisory mode on a host without the switching patch --------------------
+class TraceCounters:
+    """Stands in for perf.GuestCounters (guest-only hardware counters),
+    which no machine here has (no PMU under emulation): it reads the
+    simulated guest's own cumulative instructions and TLB misses."""
+
+    def __init__(self, sim, pid):
+        self.vm = [v for v in sim.vms.values() if str(v.pid) == str(pid)][0]
+
+    def read(self):
+        return self.vm.counters()[:2]
+
+    def close(self):
+        pass
+
+
+def stock_kernel(agent):
+    """The simulated host as a stock kernel: no paging_switch_abi."""
+    real = agent.transport.model.read
+
+    def read(rel):
+        if rel.endswith(spec.PARAM_ABI):
+            raise FileNotFoundError(2, 'No such file', rel)
+        return real(rel)
+    agent.transport.read = read
+
+
+def test_advisory_mode_says_what_adaptive_would_do(sim):
+    start(sim, 'tlb', {'hw:paging': 'adaptive'}, trace='phases-tlb-fault',
+          guest_faults=False, balloon=True)
+    agent = agent_for(sim, counters=lambda pid: TraceCounters(sim, pid))
+    stock_kernel(agent)
+    agent.reconcile()
+    assert agent.caps.kvm and not agent.caps.switching
+    # The same samples, fed to the DSP engine by the test.
+    profile = profiles.builtin()
+    engine = dsp.Engine(profile.thresholds, profile.history_samples)
+    prev, decided = None, []
+    for _ in range(60):
+        run(sim, profile.interval_s)
+        agent.sample()
+        insns, tlb, _ = sim.vms['tlb'].counters()
+        faults = 0                      # the test driver's balloon count
+        if prev is not None:
+            engine.step(dsp.Sample.from_counts(insns - prev[0],
+                                               tlb - prev[1], 0))
+        prev = (insns, tlb, faults)
+        decided.append(str(engine.mode))
+        assert agent.guests['tlb'].advisor.mode == decided[-1]
+    assert agent.transport.writes == []          # it only advises
+    assert 'shadow' in decided                   # TLB-bound phases
+    assert agent.guests['tlb'].advisor.gain_s > 0
+    # ... and says so on /metrics.
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(collector.Collector(agent))
+    text = prometheus_client.generate_latest(registry).decode()
+    uuid = sim.vms['tlb'].spec.uuid
+    assert 'nova_paging_guest_modeled_mode{instance="%s",mode="%s"} 1.0' % (
+        uuid, decided[-1]) in text
+    assert 'nova_paging_guest_counters{instance="%s"} 1.0' % uuid in text
+
+
+def test_advisory_mode_without_counters_says_so_once(sim, caplog):
+    start(sim, 'a', {'hw:paging': 'adaptive'})
+    start(sim, 'b', {'hw:paging': 'adaptive'})
+    agent = agent_for(sim)              # the real perf counters
+    stock_kernel(agent)
+    agent.reconcile()
+    for _ in range(5):
+        agent.sample()
+    said = [r.getMessage() for r in caplog.records
+            if 'guest-only counters' in r.getMessage()]
+    assert len(said) == 1 and 'adaptive paging would do' in said[0]
+    assert agent.guests['a'].counters_ok is False
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(collector.Collector(agent))
+    text = prometheus_client.generate_latest(registry).decode()
+    uuid = sim.vms['a'].spec.uuid
+    assert 'nova_paging_guest_counters{instance="%s"} 0.0' % uuid in text
+    assert 'nova_paging_guest_modeled_mode{' not in text
