@@ -42,6 +42,7 @@ from nova_adaptive_paging.conf import placement as placement_conf
 from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging.costmodel import traces
+from nova_adaptive_paging import placement
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.simhost import host as simhost
 from nova_adaptive_paging.telemetry import metrics
@@ -783,3 +784,23 @@ def test_advisory_mode_without_counters_says_so_once(sim, caplog):
     uuid = sim.vms['a'].spec.uuid
     assert 'nova_paging_guest_counters{instance="%s"} 0.0' % uuid in text
     assert 'nova_paging_guest_modeled_mode{' not in text
+
+
+def test_an_unreachable_placement_is_retried_and_blocks_nothing(
+        sim, caplog):
+    start(sim, 'a', {'hw:paging': 'shadow'})
+    with socket.socket() as closed:
+        closed.bind(('127.0.0.1', 0))
+        port = closed.getsockname()[1]
+    adapter = ks_adapter.Adapter(ks_session.Session(
+        auth=token_endpoint.Token('http://127.0.0.1:%d' % port, 't')),
+        raise_exc=False)
+    agent = agent_for(sim, publisher=lambda caps: placement.publish(
+        adapter, ['compute1'], caps, retries=0))
+    agent.reconcile()
+    agent.reconcile()
+    assert policy_of(sim, 'a') == 'shadow'
+    assert agent.errors[service.E_PLACEMENT] == 2       # tried each pass
+    assert agent.published is None
+    assert len([r for r in caplog.records
+                if 'publishing traits' in r.getMessage()]) == 1
