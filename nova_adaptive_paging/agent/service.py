@@ -47,9 +47,10 @@ E_PLACEMENT = 'placement'
 E_NOVA_API = 'nova-api'
 E_FAULTS = 'guest-faults'
 E_COUNTERS = 'counters'
+E_INTERNAL = 'internal'
 ERROR_KINDS = (E_LIBVIRT, E_METADATA, E_POLICY, E_VM, E_APPLY,
                E_THRESHOLDS, E_PROFILE, E_PLACEMENT, E_NOVA_API, E_FAULTS,
-               E_COUNTERS)
+               E_COUNTERS, E_INTERNAL)
 
 
 def counters_for(root):
@@ -166,11 +167,17 @@ class Agent:
         due = 0.0
         while not self._stop.is_set():
             now = time.monotonic()
-            if now >= due or self._wake.is_set():
-                self._wake.clear()
-                self.reconcile()
-                due = now + every
-            self.sample()
+            try:
+                if now >= due or self._wake.is_set():
+                    self._wake.clear()
+                    due = now + every
+                    self.reconcile()
+                self.sample()
+            except Exception:
+                # A bug, not a guest's or a service's doing: its traceback
+                # goes to the log, and the next pass starts afresh.
+                self.errors[E_INTERNAL] += 1
+                LOG.exception('internal error; the agent carries on')
             self._wake.wait(max(0.0, min(interval, due - time.monotonic())))
         self.domains.close()
 

@@ -312,7 +312,7 @@ def test_metrics_over_http_carry_what_the_kernel_reports(sim):
                      if s.labels.get('instance') == uuid]
         per_host = [s for f in fams.values() for s in f.samples
                     if 'instance' not in s.labels]
-        assert (len(per_guest), len(per_host)) == (16, 71)
+        assert (len(per_guest), len(per_host)) == (16, 72)
         # A guest that leaves has no series at the next scrape.
         sim.stop_vm('a')
         fams = _scrape(server.server_port)
@@ -478,18 +478,27 @@ def test_sudoers_allows_the_command_the_agent_runs(monkeypatch):
     assert rule[0].split('NOPASSWD: ', 1)[1].split() == command[1:]
 
 
-def test_stop_ends_the_loop(sim):
+def test_the_loop_survives_a_bug_and_stop_ends_it(sim):
     start(sim, 'a', {'hw:paging': 'shadow'})
     agent = agent_for(sim)
     agent.conf.set_override('interval', 1, 'agent')
+    real, calls = agent.sample, []
+
+    def sample():
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyError('a bug')
+        real()
+    agent.sample = sample
     thread = threading.Thread(target=agent.run)
     thread.start()
     deadline = time.monotonic() + 10
-    while agent.last_good_reconcile is None and time.monotonic() < deadline:
+    while len(calls) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     agent.stop()
     thread.join(10)
     assert not thread.is_alive()
+    assert len(calls) >= 2 and agent.errors[service.E_INTERNAL] == 1
     assert policy_of(sim, 'a') == 'shadow'
     assert libvirt.getVersion() > 0
 
