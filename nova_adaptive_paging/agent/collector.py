@@ -9,6 +9,7 @@ the scrape.  Names, kinds, labels and help come from
 :mod:`nova_adaptive_paging.telemetry.metrics`.
 """
 
+import logging
 import time
 
 from prometheus_client.core import CounterMetricFamily
@@ -18,6 +19,8 @@ from prometheus_client.core import HistogramMetricFamily
 from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.telemetry import metrics as M
 from nova_adaptive_paging import vocabulary
+
+LOG = logging.getLogger(__name__)
 
 
 def family(metric):
@@ -48,7 +51,8 @@ class Collector:
             try:
                 fams = list(part())
                 ok = 1.0
-            except Exception:           # a part's failure is its metric
+            except Exception as exc:    # a part's failure is its metric
+                LOG.error('collector %s failed: %s', name, exc)
                 fams, ok = [], 0.0
             out += fams
             results.append((name, ok, time.perf_counter() - t0))

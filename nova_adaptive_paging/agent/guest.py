@@ -59,7 +59,8 @@ def read_instance(domain, uuid, xml_text):
         flavor='' if flavor is None else flavor.get('name', ''),
         project='' if project is None else (project.text or '').strip(),
         extra_specs=None if specs is None else {
-            e.get('name'): e.text or '' for e in specs.iter(_N + 'extraSpec')})
+            e.get('name'): e.text or '' for e in specs.iter(_N + 'extraSpec')
+            if e.get('name')})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -351,6 +351,21 @@ def test_an_adaptive_guests_balloon_fault_count_reaches_the_kernel(sim):
     assert len([m for m in agent._said.values() if 'balloon' in m]) == 1
 
 
+def test_a_failing_collector_leaves_the_others_series(sim):
+    start(sim, 'a', {'hw:paging': 'shadow'})
+    agent = agent_for(sim)
+    agent.reconcile()
+    agent.thresholds = None             # breaks the host part only
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(collector.Collector(agent))
+    fams = {f.name: f for f in parser.text_string_to_metric_families(
+        prometheus_client.generate_latest(registry).decode())}
+    assert _value(fams, metrics.SCRAPE_SUCCESS, collector='host') == 0
+    assert _value(fams, metrics.SCRAPE_SUCCESS, collector='guests') == 1
+    assert metrics.HOST_INFO.name not in fams
+    assert _value(fams, metrics.GUEST_MODE, mode='shadow') == 1
+
+
 def test_a_guest_destroyed_between_discovery_and_write(sim):
     start(sim, 'a', {'hw:paging': 'shadow'})
     start(sim, 'b', {'hw:paging': 'shadow'})
