@@ -11,7 +11,6 @@ does can stop the loop: each failure is counted by kind, logged once
 while it lasts, and the guest or file keeps its last good state.
 """
 
-import bisect
 import collections
 import dataclasses
 import logging
@@ -19,11 +18,12 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 
-from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.agent import advisory
 from nova_adaptive_paging.agent import domains as domainslib
 from nova_adaptive_paging.agent import guest as guestlib
+from nova_adaptive_paging.agent import health
 from nova_adaptive_paging.agent import perf
+from nova_adaptive_paging.agent import sampler
 from nova_adaptive_paging.agent import thresholds as thresholdslib
 from nova_adaptive_paging.agent import writer
 from nova_adaptive_paging.costmodel import hardware as costhw
@@ -31,26 +31,8 @@ from nova_adaptive_paging.host import files
 from nova_adaptive_paging.host import probe
 from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.telemetry import metrics
-from nova_adaptive_paging import vocabulary
 
 LOG = logging.getLogger(__name__)
-
-# Error kinds (the ``kind`` label of agent_errors_total).
-E_LIBVIRT = 'libvirt'
-E_METADATA = 'metadata'
-E_POLICY = 'policy'
-E_VM = 'vm'
-E_APPLY = 'apply'
-E_THRESHOLDS = 'thresholds'
-E_PROFILE = 'profile'
-E_PLACEMENT = 'placement'
-E_NOVA_API = 'nova-api'
-E_FAULTS = 'guest-faults'
-E_COUNTERS = 'counters'
-E_INTERNAL = 'internal'
-ERROR_KINDS = (E_LIBVIRT, E_METADATA, E_POLICY, E_VM, E_APPLY,
-               E_THRESHOLDS, E_PROFILE, E_PLACEMENT, E_NOVA_API, E_FAULTS,
-               E_COUNTERS, E_INTERNAL)
 
 
 def counters_for(root):
@@ -91,19 +73,6 @@ class Guest:
     fault_stats: bool = None        # adaptive: its balloon counts faults
 
 
-class Histogram:
-    """Cumulative bucket counts of one sampled metric, per mode."""
-
-    def __init__(self, bounds):
-        self.bounds = tuple(bounds)
-        self.counts = {m: [0] * (len(bounds) + 1) for m in vocabulary.MODES}
-        self.sums = {m: 0.0 for m in vocabulary.MODES}
-
-    def observe(self, mode, value):
-        self.counts[mode][bisect.bisect_left(self.bounds, value)] += 1
-        self.sums[mode] += value
-
-
 class Agent:
     def __init__(self, conf, generation, transport=None, domains=None,
                  lookup=None, publisher=None, read_only=False,
@@ -128,13 +97,13 @@ class Agent:
         self.hw = costhw.for_generation(generation)
         self.counters = counters or counters_for(self.root)
         self.guests = {}                # domain name -> Guest
-        self.errors = collections.Counter({k: 0 for k in ERROR_KINDS})
+        self.errors = collections.Counter({k: 0 for k in health.KINDS})
         self.last_good_reconcile = None
         self.abi_version = 0
         self.caps = None
         self.published = None          # traits last published
-        self.ftlb = Histogram(metrics.FTLB_BUCKETS)
-        self.fpf = Histogram(metrics.FPF_BUCKETS)
+        self.ftlb = sampler.Histogram(metrics.FTLB_BUCKETS)
+        self.fpf = sampler.Histogram(metrics.FPF_BUCKETS)
         self.lock = threading.RLock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -176,7 +145,7 @@ class Agent:
             except Exception:
                 # A bug, not a guest's or a service's doing: its traceback
                 # goes to the log, and the next pass starts afresh.
-                self.errors[E_INTERNAL] += 1
+                self.errors[health.INTERNAL] += 1
                 LOG.exception('internal error; the agent carries on')
             self._wake.wait(max(0.0, min(interval, due - time.monotonic())))
         self.domains.close()
@@ -190,7 +159,7 @@ class Agent:
             try:
                 found = self.domains.running()
             except domainslib.LibvirtUnavailable as exc:
-                self._fail(E_LIBVIRT, 'libvirt', str(exc))
+                self._fail(health.LIBVIRT, 'libvirt', str(exc))
                 return False
             self._ok('libvirt')
             seen = set()
@@ -212,7 +181,7 @@ class Agent:
         ok = True
         if self.thresholds.refresh():
             for exc in self.thresholds.errors:
-                self._fail(E_PROFILE, ('profile', exc.source), str(exc))
+                self._fail(health.PROFILE, ('profile', exc.source), str(exc))
         self.abi_version = probe.abi_version(self.transport)
         if self.abi_version and not self.read_only:
             try:
@@ -220,7 +189,7 @@ class Agent:
                 self._ok('thresholds')
             except OSError as exc:
                 ok = False
-                self._fail(E_THRESHOLDS, 'thresholds', '%s: writing the '
+                self._fail(health.THRESHOLDS, 'thresholds', '%s: writing the '
                            'thresholds of %s failed: %s' % (
                                thresholdslib.PARAM, self.generation,
                                exc.strerror or exc))
@@ -234,7 +203,7 @@ class Agent:
                 self.published = traits
                 self._ok('placement')
             except Exception as exc:     # any failure: retried next pass
-                self._fail(E_PLACEMENT, 'placement', 'publishing traits '
+                self._fail(health.PLACEMENT, 'placement', 'publishing traits '
                            '%s: %s' % (', '.join(sorted(traits)), exc))
         return ok
 
@@ -243,8 +212,8 @@ class Agent:
         try:
             instance = guestlib.read_instance(dom.name, dom.uuid, dom.xml)
         except ET.ParseError as exc:
-            self._fail(E_METADATA, ('metadata', dom.name), '%s: domain XML '
-                       'not readable: %s' % (dom.name, exc))
+            self._fail(health.METADATA, ('metadata', dom.name),
+                       '%s: domain XML not readable: %s' % (dom.name, exc))
             return
         decision = guestlib.decide(instance, self.default, self.lookup)
         g = Guest(dom.name, instance, decision,
@@ -254,10 +223,10 @@ class Agent:
         if decision.policy is None:
             # The Nova API is down: one message for every guest waiting.
             g.problem = decision.problem
-            self._fail(E_NOVA_API, 'nova-api', decision.problem)
+            self._fail(health.NOVA_API, 'nova-api', decision.problem)
         elif decision.problem:
             g.problem = decision.problem
-            self._fail(E_POLICY, ('policy', dom.name), decision.problem)
+            self._fail(health.POLICY, ('policy', dom.name), decision.problem)
         else:
             self._ok(('policy', dom.name))
         if decision.source == guestlib.FROM_NOVA_API and decision.policy:
@@ -277,13 +246,13 @@ class Agent:
                                          dom.name)
         except (vmfiles.Refused, OSError) as exc:
             g.problem = str(exc)
-            self._fail(E_VM, ('vm', dom.name), '%s: %s' % (dom.name, exc))
+            self._fail(health.VM, ('vm', dom.name), '%s: %s' % (dom.name, exc))
             return
         self._ok(('vm', dom.name))
         g.target = writer.target(decision.policy, self.thresholds.profiles,
                                  self.thresholds.profile)
         if g.target.problem:
-            self._fail(E_POLICY, ('profile', dom.name), 'instance %s: %s'
+            self._fail(health.POLICY, ('profile', dom.name), 'instance %s: %s'
                        % (instance.uuid, g.target.problem))
         vm = vmfiles.Vm(self.transport, g.vm)
         try:
@@ -293,8 +262,8 @@ class Agent:
             done = writer.apply(vm, g.target)
         except vmfiles.Refused as exc:
             g.problem = str(exc)
-            self._fail(E_APPLY, ('apply', dom.name), '%s (instance %s): %s'
-                       % (dom.name, instance.uuid, exc))
+            self._fail(health.APPLY, ('apply', dom.name),
+                       '%s (instance %s): %s' % (dom.name, instance.uuid, exc))
             return
         self._ok(('apply', dom.name))
         if done:
@@ -304,77 +273,8 @@ class Agent:
 
     # -- sample ------------------------------------------------------------
     def sample(self):
-        """Read every managed VM's paging_stats once; feed the
-        histograms with the samples taken since the last read, and an
-        adaptive guest's own page-fault count to the kernel."""
-        with self.lock:
-            for g in self.guests.values():
-                if g.advisor is not None:
-                    self._advise(g)
-                if g.vm is None:
-                    continue
-                vm = vmfiles.Vm(self.transport, g.vm)
-                if g.target is not None and not self.read_only and \
-                        g.target.policy == vocabulary.ADAPTIVE:
-                    self._feed_faults(g, vm)
-                try:
-                    stats = vm.stats()
-                except vmfiles.Refused:
-                    continue            # gone: the next reconcile sees it
-                if g.stats is not None and stats['samples'] > g.samples_seen:
-                    # The last sample ran in the mode of the last read.
-                    mode = g.stats['mode']
-                    self.ftlb.observe(mode, stats['last_ftlb'] / 1000)
-                    self.fpf.observe(mode, stats['last_fpf'] / 1000)
-                g.stats, g.samples_seen = stats, stats['samples']
-
-    def _advise(self, g):
-        """One advisory sample of a guest on a host that cannot switch."""
-        if g.counters is None:
-            try:
-                g.counters = self.counters(vmfiles.domain_pid(self.root,
-                                                              g.domain))
-            except (perf.Unavailable, vmfiles.Refused, OSError) as exc:
-                g.counters_ok = False
-                reason = getattr(exc, 'reason', None) or getattr(
-                    exc, 'strerror', None) or str(exc)
-                self._fail(E_COUNTERS, 'counters', 'advisory mode has no '
-                           'guest-only counters (%s); it cannot say what '
-                           'adaptive paging would do here' % reason)
-                return
-        try:
-            insns, tlb = g.counters.read()
-            faults = self.domains.guest_faults(g.domain)
-        except (OSError, domainslib.LibvirtUnavailable) as exc:
-            g.counters_ok = False
-            self._fail(E_COUNTERS, ('counters', g.domain), '%s: reading '
-                       'its counters: %s' % (g.domain, exc))
-            return
-        g.counters_ok = True
-        g.fault_stats = faults is not None
-        g.advisor.step(insns, tlb, faults)
-
-    def _feed_faults(self, g, vm):
-        """The kernel counts a guest's faults itself only in shadow mode;
-        a guest's balloon statistics count them in both."""
-        try:
-            faults = self.domains.guest_faults(g.domain)
-        except domainslib.LibvirtUnavailable:
-            faults = None
-        g.fault_stats = faults is not None
-        if faults is None:
-            self._fail(E_FAULTS, ('faults', g.domain), '%s (instance %s): '
-                       'no page-fault count in its balloon statistics (no '
-                       'virtio-balloon, or mem_stats_period_seconds = 0); '
-                       'in hap mode its samples have no fault rate' % (
-                           g.domain, g.instance.uuid))
-            return
-        self._ok(('faults', g.domain))
-        try:
-            vm.write(spec.FILE_GUEST_FAULTS, str(faults),
-                     'the guest\'s cumulative page-fault count')
-        except vmfiles.Refused as exc:
-            self._fail(E_APPLY, ('faults-write', g.domain), str(exc))
+        """One read of every managed guest (:mod:`.sampler`)."""
+        sampler.sample(self)
 
     # -- what an operator sees -------------------------------------------
     def report(self):

@@ -4,6 +4,7 @@ import socket
 
 import click
 
+from nova_adaptive_paging.agent import health
 from nova_adaptive_paging.agent import service
 from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging.conf import placement as placement_conf
@@ -58,7 +59,7 @@ def status():
         if caps.switching else 'not switching', agent.thresholds.source))
     for line in agent.report():
         click.echo(line)
-    if agent.errors[service.E_LIBVIRT]:
+    if agent.errors[health.LIBVIRT]:
         common.fail('libvirt at %s could not be read'
                     % CONF.adaptive_paging.libvirt_uri)
 

@@ -31,6 +31,7 @@ import pytest
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.agent import collector
 from nova_adaptive_paging.agent import domains
+from nova_adaptive_paging.agent import health
 from nova_adaptive_paging.agent import nova_api
 from nova_adaptive_paging.agent import privileged
 from nova_adaptive_paging.agent import service
@@ -153,7 +154,7 @@ def test_each_guest_ends_in_the_policy_its_flavor_asks(sim, caplog):
               if r.levelname == 'WARNING']
     assert len(warned) == 1
     assert uuid in warned[0] and "hw:paging='ept'" in warned[0]
-    assert agent.errors[service.E_POLICY] == 1
+    assert agent.errors[health.POLICY] == 1
     # The report names each guest's source of policy.
     lines = dict(line.split(' ', 1) for line in agent.report())
     assert 'policy=shadow(default)' in lines['missing']
@@ -173,7 +174,7 @@ def test_a_guest_that_cannot_run_shadow_keeps_its_mode(sim):
     vm = sim.model.vms[sim.vms['noshadow'].dirname]
     assert (vm.policy, vm.mode) == ('hap', 'hap')
     assert policy_of(sim, 'fine') == 'shadow'
-    assert agent.errors[service.E_APPLY] == 1
+    assert agent.errors[health.APPLY] == 1
     assert 'EOPNOTSUPP' in agent.guests['noshadow'].problem
 
 
@@ -197,7 +198,7 @@ def test_a_profile_dropped_in_reaches_dsp_thresholds(sim):
     os.utime(path, ns=(1, 1))
     agent.reconcile()
     assert sim.model.thresholds == zen3
-    assert agent.errors[service.E_PROFILE] == 1
+    assert agent.errors[health.PROFILE] == 1
     # Garbage in another file of the same generation changes nothing.
     with open(os.path.join(sim.root, 'profiles', 'junk.yaml'), 'wb') as f:
         f.write(b'\xff\xfe\x00garbage')
@@ -347,7 +348,7 @@ def test_an_adaptive_guests_balloon_fault_count_reaches_the_kernel(sim):
     # Without a balloon there is no count: reported once, not hidden.
     assert agent.guests['n'].fault_stats is False
     agent.sample()
-    assert agent.errors[service.E_FAULTS] == 2
+    assert agent.errors[health.FAULTS] == 2
     assert len([m for m in agent._said.values() if 'balloon' in m]) == 1
 
 
@@ -374,7 +375,7 @@ def test_a_guest_destroyed_between_discovery_and_write(sim):
     sim.stop_vm('a')                    # ...its QEMU is gone
     assert agent.reconcile()
     assert policy_of(sim, 'b') == 'shadow'
-    assert agent.errors[service.E_VM] == 1
+    assert agent.errors[health.VM] == 1
     assert agent.guests['a'].vm is None
 
 
@@ -402,7 +403,7 @@ def test_libvirt_down_is_retried_with_backoff_and_survived(sim, tmp_path):
                                     clock=lambda: now[0])
     assert not agent.reconcile()
     assert not agent.reconcile()        # within the backoff: no new try
-    assert agent.errors[service.E_LIBVIRT] == 2
+    assert agent.errors[health.LIBVIRT] == 2
     now[0] += 1.5
     agent.domains.uri = sim.libvirt_uri  # libvirtd is back
     assert agent.reconcile()
@@ -513,7 +514,7 @@ def test_the_loop_survives_a_bug_and_stop_ends_it(sim):
     agent.stop()
     thread.join(10)
     assert not thread.is_alive()
-    assert len(calls) >= 2 and agent.errors[service.E_INTERNAL] == 1
+    assert len(calls) >= 2 and agent.errors[health.INTERNAL] == 1
     assert policy_of(sim, 'a') == 'shadow'
     assert libvirt.getVersion() > 0
 
@@ -824,7 +825,7 @@ def test_an_unreachable_placement_is_retried_and_blocks_nothing(
     agent.reconcile()
     agent.reconcile()
     assert policy_of(sim, 'a') == 'shadow'
-    assert agent.errors[service.E_PLACEMENT] == 2       # tried each pass
+    assert agent.errors[health.PLACEMENT] == 2       # tried each pass
     assert agent.published is None
     assert len([r for r in caplog.records
                 if 'publishing traits' in r.getMessage()]) == 1

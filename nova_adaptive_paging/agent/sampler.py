@@ -1,0 +1,106 @@
+"""Sampling the managed guests: what the agent reads every
+``[agent] interval`` seconds.
+
+On a patched host, each VM's ``paging_stats`` (the histograms of sampled
+FTLB and FPF, by the mode the sample ran in) and, for an adaptive guest,
+its own page-fault count fed to the kernel.  On a host without the patch,
+each guest's advisory sample (:mod:`.advisory`).
+"""
+
+import bisect
+
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging.agent import domains as domainslib
+from nova_adaptive_paging.agent import health
+from nova_adaptive_paging.agent import perf
+from nova_adaptive_paging.host import vm as vmfiles
+from nova_adaptive_paging import vocabulary
+
+
+class Histogram:
+    """Cumulative bucket counts of one sampled metric, per mode."""
+
+    def __init__(self, bounds):
+        self.bounds = tuple(bounds)
+        self.counts = {m: [0] * (len(bounds) + 1) for m in vocabulary.MODES}
+        self.sums = {m: 0.0 for m in vocabulary.MODES}
+
+    def observe(self, mode, value):
+        self.counts[mode][bisect.bisect_left(self.bounds, value)] += 1
+        self.sums[mode] += value
+
+
+def sample(agent):
+    """Read every managed VM's paging_stats once; feed the
+    histograms with the samples taken since the last read, and an
+    adaptive guest's own page-fault count to the kernel."""
+    with agent.lock:
+        for g in agent.guests.values():
+            if g.advisor is not None:
+                _advise(agent, g)
+            if g.vm is None:
+                continue
+            vm = vmfiles.Vm(agent.transport, g.vm)
+            if g.target is not None and not agent.read_only and \
+                    g.target.policy == vocabulary.ADAPTIVE:
+                _feed_faults(agent, g, vm)
+            try:
+                stats = vm.stats()
+            except vmfiles.Refused:
+                continue            # gone: the next reconcile sees it
+            if g.stats is not None and stats['samples'] > g.samples_seen:
+                # The last sample ran in the mode of the last read.
+                mode = g.stats['mode']
+                agent.ftlb.observe(mode, stats['last_ftlb'] / 1000)
+                agent.fpf.observe(mode, stats['last_fpf'] / 1000)
+            g.stats, g.samples_seen = stats, stats['samples']
+
+
+def _advise(agent, g):
+    """One advisory sample of a guest on a host that cannot switch."""
+    if g.counters is None:
+        try:
+            g.counters = agent.counters(
+                vmfiles.domain_pid(agent.root, g.domain))
+        except (perf.Unavailable, vmfiles.Refused, OSError) as exc:
+            g.counters_ok = False
+            reason = getattr(exc, 'reason', None) or getattr(
+                exc, 'strerror', None) or str(exc)
+            agent._fail(health.COUNTERS, 'counters', 'advisory mode has '
+                        'no guest-only counters (%s); it cannot say what '
+                        'adaptive paging would do here' % reason)
+            return
+    try:
+        insns, tlb = g.counters.read()
+        faults = agent.domains.guest_faults(g.domain)
+    except (OSError, domainslib.LibvirtUnavailable) as exc:
+        g.counters_ok = False
+        agent._fail(health.COUNTERS, ('counters', g.domain),
+                    '%s: reading its counters: %s' % (g.domain, exc))
+        return
+    g.counters_ok = True
+    g.fault_stats = faults is not None
+    g.advisor.step(insns, tlb, faults)
+
+
+def _feed_faults(agent, g, vm):
+    """The kernel counts a guest's faults itself only in shadow mode;
+    a guest's balloon statistics count them in both."""
+    try:
+        faults = agent.domains.guest_faults(g.domain)
+    except domainslib.LibvirtUnavailable:
+        faults = None
+    g.fault_stats = faults is not None
+    if faults is None:
+        agent._fail(health.FAULTS, ('faults', g.domain),
+                    '%s (instance %s): no page-fault count in its balloon '
+                    'statistics (no virtio-balloon, or '
+                    'mem_stats_period_seconds = 0); in hap mode its samples '
+                    'have no fault rate' % (g.domain, g.instance.uuid))
+        return
+    agent._ok(('faults', g.domain))
+    try:
+        vm.write(spec.FILE_GUEST_FAULTS, str(faults),
+                 'the guest\'s cumulative page-fault count')
+    except vmfiles.Refused as exc:
+        agent._fail(health.APPLY, ('faults-write', g.domain), str(exc))
