@@ -26,6 +26,10 @@ from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.agent import perf
 from nova_adaptive_paging.host import files
 
+# linux/capability.h: newer oslo.privsep releases name it, the 3.0 that
+# Debian 12 packages does not (the agent's end-to-end test runs on it).
+CAP_PERFMON = getattr(capabilities, 'CAP_PERFMON', 38)
+
 host_admin = priv_context.PrivContext(
     'nova_adaptive_paging',
     cfg_section='nova_adaptive_paging_privileged',
@@ -33,7 +37,7 @@ host_admin = priv_context.PrivContext(
     capabilities=[capabilities.CAP_DAC_OVERRIDE,
                   capabilities.CAP_DAC_READ_SEARCH,
                   # advisory mode: guest-only counters of QEMU's threads
-                  capabilities.CAP_PERFMON, capabilities.CAP_SYS_PTRACE],
+                  CAP_PERFMON, capabilities.CAP_SYS_PTRACE],
 )
 
 _VM_FILE = re.compile(r'%s/\d+-\d+/(%s)' % (
