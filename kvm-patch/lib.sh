@@ -30,6 +30,16 @@ debian_mirror() {
 	echo "$uri"
 }
 
+# What the Debian root of tcg/run.sh --conformance and --agent holds: the
+# interface's conformance suite needs python3; the agent's end-to-end
+# step libvirt's QEMU driver, QEMU and the agent's dependencies, all as
+# Debian packages them (python3-ply: a dependency through a virtual
+# package, which debootstrap does not resolve).
+ROOT_PACKAGES=python3,python3-ply,python3-libvirt,python3-oslo.config,\
+python3-oslo.log,python3-oslo.privsep,python3-prometheus-client,\
+python3-keystoneauth1,python3-yaml,python3-bcrypt,\
+libvirt-daemon,libvirt-clients,qemu-system-x86
+
 # The upstream KVM selftests the test guests run (guest/init), in order.
 GUEST_SELFTESTS="kvm_create_max_vcpus set_memory_region_test guest_print_test
 kvm_binary_stats_test demand_paging_test dirty_log_test kvm_page_table_test

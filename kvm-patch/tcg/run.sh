@@ -4,7 +4,11 @@
 # KVM selftests, run kvm-patch/guest/init in it and print its report.
 #
 #   kvm-patch/tcg/run.sh [--variant test|debug] [--timeout S] [--conformance]
-#                        [KEY=VALUE...]
+#                        [--agent DIR] [KEY=VALUE...]
+#
+# --conformance runs the interface's conformance suite and --agent the
+# agent's end-to-end step (guest/agent_e2e.py, its inputs from DIR) in a
+# Debian root shared over 9p.
 #
 # KEY=VALUE pairs go on the guest's kernel command line, e.g.
 # nap.modes=storm nap.tests=dirty_log_test.  Exit status 0 if every
@@ -19,28 +23,63 @@ VARIANT=test
 TIMEOUT=1500
 EXTRA=()
 VIRTFS=()
+AGENT_INPUTS=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--conformance)
-		# A Debian root with python3 (debootstrap, cached) and this
-		# checkout's nova_adaptive_paging, shared with the guest.
 		ROOTFS=$CACHE/rootfs
-		if [ ! -x "$ROOTFS/usr/bin/python3" ]; then
-			mirror=$(debian_mirror)
-			debootstrap --variant=minbase --include=python3 bookworm \
-				"$ROOTFS" "$mirror" >&2
-		fi
-		mkdir -p "$ROOTFS/opt/nap"
-		rsync -a --delete --exclude __pycache__ \
-			"$HERE/../../nova_adaptive_paging" "$ROOTFS/opt/nap/"
-		VIRTFS=(-virtfs "local,path=$ROOTFS,mount_tag=nap,security_model=none,readonly=on")
 		EXTRA+=(nap.conformance=1)
 		shift ;;
+	--agent)
+		# The agent end to end (guest/agent_e2e.py) from the inputs in
+		# DIR (tests/kernel/agent_inputs.py writes them).
+		ROOTFS=$CACHE/rootfs
+		AGENT_INPUTS=$(cd "$2" && pwd)
+		EXTRA+=(nap.agent=1)
+		shift 2 ;;
 	--variant) VARIANT=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	*) EXTRA+=("$1"); shift ;;
 	esac
 done
+
+if [ -n "$ROOTFS" ]; then
+	# A Debian root (debootstrap, cached; lib.sh ROOT_PACKAGES) with
+	# this checkout's nova_adaptive_paging, shared with the guest.  A
+	# root cached by an older list is built again.
+	if [ "$(cat "$ROOTFS/.nap-packages" 2>/dev/null)" != "$ROOT_PACKAGES" ]
+	then
+		rm -rf "$ROOTFS"
+		debootstrap --variant=minbase --include="$ROOT_PACKAGES" \
+			bookworm "$ROOTFS" "$(debian_mirror)" >&2
+		echo "$ROOT_PACKAGES" > "$ROOTFS/.nap-packages"
+	fi
+	mkdir -p "$ROOTFS/opt/nap"
+	rsync -a --delete --exclude __pycache__ \
+		"$HERE/../../nova_adaptive_paging" "$ROOTFS/opt/nap/"
+	VIRTFS=(-virtfs "local,path=$ROOTFS,mount_tag=nap,security_model=none,readonly=on")
+fi
+if [ -n "$AGENT_INPUTS" ]; then
+	e2e=$ROOTFS/opt/nap-e2e
+	rm -rf "$e2e"
+	mkdir -p "$e2e"
+	cp -r "$AGENT_INPUTS"/. "$e2e/"
+	cp "$HERE/../guest/agent_e2e.py" "$e2e/"
+	as --32 -o "$e2e/l2.o" "$HERE/../guest/l2-pager.S"
+	ld -m elf_i386 -Ttext=0x100000 -o "$e2e/l2.elf" "$e2e/l2.o"
+	cp "$HERE/../guest/qemu.conf" "$ROOTFS/etc/libvirt/qemu.conf"
+	# libvirt's QEMU driver looks its build-time user and group up
+	# before it reads qemu.conf (libvirt-daemon-system, which creates
+	# them, would bring systemd, dbus and polkit along).
+	grep -q '^libvirt-qemu:' "$ROOTFS/etc/group" ||
+		echo 'libvirt-qemu:x:64055:' >> "$ROOTFS/etc/group"
+	grep -q '^libvirt-qemu:' "$ROOTFS/etc/passwd" ||
+		echo 'libvirt-qemu:x:64055:64055::/var/lib/libvirt:/usr/sbin/nologin' \
+			>> "$ROOTFS/etc/passwd"
+	# Written at run time, on a read-only root: mount points for tmpfs.
+	mkdir -p "$ROOTFS/var/lib/libvirt" "$ROOTFS/var/cache/libvirt" \
+		"$ROOTFS/var/log/libvirt"
+fi
 
 OBJ=$CACHE/build/$VARIANT
 OUT=$CACHE/out/$VARIANT

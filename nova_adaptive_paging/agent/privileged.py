@@ -85,14 +85,28 @@ def listdir(rel):
     return _HOST.listdir(rel)
 
 
-def _use_our_helper():
+def _use_our_helper(conf=None):
     """sudo runs the privsep-helper installed beside the agent (its
     virtualenv's bin/, outside sudo's secure_path), as the sudoers file
-    of host-agent/ names it; an operator's helper_command wins."""
+    of host-agent/ names it; an operator's helper_command wins.
+
+    oslo.privsep reads its section from the global ``cfg.CONF``, while
+    the agent's options live in a ConfigOpts of their own
+    (:mod:`nova_adaptive_paging.conf`): the agent's configuration files
+    are parsed into ``cfg.CONF`` too, or a
+    ``[nova_adaptive_paging_privileged]`` section in them would never
+    apply.
+    """
     helper = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])),
                           'privsep-helper')
     cfg.CONF.set_default('helper_command', 'sudo %s' % helper,
                          group=host_admin.cfg_section)
+    files = getattr(conf, 'config_file', None) or []
+    dirs = getattr(conf, 'config_dir', None) or []
+    if files or dirs:
+        cfg.CONF([], project='nova-adaptive-paging',
+                 default_config_files=list(files),
+                 default_config_dirs=list(dirs))
 
 
 # Guest-only counters the daemon holds open, by handle (file descriptors
@@ -139,8 +153,8 @@ class Transport:
 
     root = '/'
 
-    def __init__(self):
-        _use_our_helper()
+    def __init__(self, conf=None):
+        _use_our_helper(conf)
 
     def read(self, rel):
         # Most of /sys is world-readable: only what is not (debugfs)

@@ -44,13 +44,13 @@ def counters_for(root):
     return perf.GuestCounters
 
 
-def transport_for(root):
+def transport_for(root, conf=None):
     """The host interface under ``root``: through the privsep daemon on a
-    real host, directly under any other root (a simulated host's files
-    are the agent's own)."""
+    real host (configured by ``conf``'s files), directly under any other
+    root (a simulated host's files are the agent's own)."""
     if root.rstrip('/') == '':
         from nova_adaptive_paging.agent import privileged
-        return privileged.Transport()
+        return privileged.Transport(conf)
     return files.FileTransport(root)
 
 
@@ -80,7 +80,7 @@ class Agent:
         ap = conf.adaptive_paging
         self.conf = conf
         self.root = ap.host_root
-        self.transport = transport or transport_for(self.root)
+        self.transport = transport or transport_for(self.root, conf)
         self.default = ap.default_policy
         self.generation = generation
         self.thresholds = thresholdslib.HostThresholds(ap.profile_dirs,

@@ -9,8 +9,10 @@ every few milliseconds (switch storm); then paging_switch_storm_test
 switches a 2-vCPU VM 10,000 times while its guest verifies its memory,
 paging_switch_remap_test replaces the host pages behind a switching VM's
 memory while its vCPUs read it, paging_switch_abi_test checks the
-interface's error codes, statistics and engine, and the interface's
-conformance suite runs in the guest (Debian root over 9p).
+interface's error codes, statistics and engine, the interface's
+conformance suite runs in the guest (Debian root over 9p), and, last,
+the agent applies two Nova flavors' policies to real QEMU/KVM guests
+that Debian's libvirtd started there (tcg/run.sh --agent).
 
 Slow (a cold kernel build takes 10-15 minutes on two cores) and needs
 root, apt and qemu-system-x86: it runs only with NAP_KERNEL_TESTS=1, as
@@ -20,9 +22,16 @@ the tox environment "kvm" sets.
 import os
 import re
 import subprocess
+import tempfile
 
+from prometheus_client import parser
 import pytest
 
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging.agent import health
+from nova_adaptive_paging.telemetry import metrics
+from nova_adaptive_paging import vocabulary
+from tests.kernel import agent_inputs
 from tests.kernel import kpatch
 
 ENABLED = os.environ.get('NAP_KERNEL_TESTS') == '1'
@@ -43,7 +52,10 @@ GATE_TESTS = ','.join(':'.join([test] + args)
                       for args in GATE_ARGS.get(test, [[]]))
 # Booted once, beside the Bochs host (conftest.guests).  The timeout
 # leaves room for sharing two cores with Bochs and the DKMS build.
-BOOT = ('tcg', '--timeout', '2400', '--conformance',
+# The agent's end-to-end step runs last, from inputs written here.
+AGENT_DIR = tempfile.mkdtemp(prefix='nap-agent-e2e-') if ENABLED else None
+AGENT = agent_inputs.write(AGENT_DIR) if ENABLED else None
+BOOT = ('tcg', '--timeout', '2400', '--conformance', '--agent', AGENT_DIR,
         'nap.modes=hap,shadow,storm', 'nap.tests=' + GATE_TESTS)
 
 
@@ -95,6 +107,105 @@ def test_selftests_in_every_mode(guests):
     assert len(conformance) >= 12, run.report
     assert all(result == 'PASS' for _, result in conformance), run.report
     assert rc == 0, run.report
+
+
+def agent_facts(out):
+    """The NAP-AGENT lines of guest/agent_e2e.py, by their first word."""
+    facts = {}
+    for line in out.splitlines():
+        if line.startswith('NAP-AGENT '):
+            key, _, rest = line[len('NAP-AGENT '):].partition(' ')
+            facts.setdefault(key, []).append(rest)
+    return facts
+
+
+def samples(lines, name):
+    """(labels, value) of every sample of the metric ``name``."""
+    found = []
+    text = '\n'.join(lines) + '\n'
+    for fam in parser.text_string_to_metric_families(text):
+        found += [(s.labels, s.value) for s in fam.samples
+                  if s.name == name]
+    return found
+
+
+def test_the_agent_applies_each_flavor_on_the_patched_kernel(guests):
+    """A flavor's hw:paging reaches the kernel: real libvirt starts real
+    QEMU/KVM guests from domain XML with Nova's metadata, and the agent
+    (its privileged reads and writes through oslo.privsep) brings the
+    shadow flavor's VM to shadow mode and the adaptive one's to the
+    adaptive policy, pushes the profile's thresholds to dsp_thresholds,
+    shows both on /metrics and rides out a libvirtd restart."""
+    run = guests['tcg'].wait()
+    facts = agent_facts(run.out)
+    assert 'done' in facts, run.report
+    report = '\n'.join(line for line in run.out.splitlines()
+                       if line.startswith(('NAP-AGENT', 'NAP-OUT agent')))
+    vms = {}
+    for line in facts.get('vm', []):
+        name, *pairs = line.split()
+        vms[name] = dict(p.split('=', 1) for p in pairs)
+    started = {line.split()[0]: dict(p.split('=', 1)
+                                     for p in line.split()[1:])
+               for line in facts.get('started', [])}
+    shadow, adaptive = 'nap-shadow', 'nap-adaptive'
+    # Started before the agent: the kernel's default until the agent wrote
+    # the flavor's policy.
+    assert started[shadow]['policy'] == vocabulary.HAP, report
+    assert vms[shadow]['policy'] == vocabulary.SHADOW, report
+    assert vms[shadow]['mode'] == vocabulary.SHADOW, report
+    assert vms[adaptive]['policy'] == vocabulary.ADAPTIVE, report
+    # libvirtd restarted between the two: the agent reconnected (the
+    # adaptive guest, started after, was found) and the shadow guest
+    # kept its mode meanwhile.
+    (restart,) = facts['after-restart']
+    name, *pairs = restart.split()
+    restart = dict(p.split('=', 1) for p in pairs)
+    assert (name, restart['policy'], restart['mode']) == (
+        shadow, vocabulary.SHADOW, vocabulary.SHADOW), report
+    assert int(restart['connects']) > int(restart['before']), report
+    # Each guest ran (paging on) under the patched KVM.
+    for name in (shadow, adaptive):
+        assert any(line.startswith(name + ' NAP-L2 paging on')
+                   for line in facts['serial']), report
+    # The profile dropped into the profile directory is what the kernel
+    # holds: its thresholds are in no shipped profile.
+    (held,) = facts['thresholds']
+    assert spec.ThresholdSet.parse(held) == spec.ThresholdSet.from_profile(
+        agent_inputs.profile()), report
+    # /metrics, scraped over HTTP: every collector worked, each instance
+    # with its flavor's policy, the shadow one in shadow mode, the host's
+    # generation and the profile in force.
+    lines = facts.get('metric', [])
+    assert all(value == 1 for _, value in samples(
+        lines, metrics.SCRAPE_SUCCESS.name)), report
+    info = {labels['instance']: labels for labels, value in samples(
+        lines, metrics.GUEST_INFO.name) if value == 1}
+    for name, instance in AGENT['guests'].items():
+        assert info[instance]['domain'] == name, report
+        assert info[instance]['policy'] == \
+            AGENT['expect'][name]['policy'], report
+        assert info[instance]['source'] == 'flavor', report
+    modes = {(labels['instance'], labels['mode']): value
+             for labels, value in samples(lines, metrics.GUEST_MODE.name)}
+    assert modes[(AGENT['guests'][shadow], vocabulary.SHADOW)] == 1, report
+    (host,) = samples(lines, metrics.HOST_INFO.name)
+    assert host[0]['generation'] == agent_inputs.generation(), report
+    assert host[0]['switching'] == 'true', report
+    (prof,) = samples(lines, metrics.PROFILE_INFO.name)
+    assert prof[0]['method'] == 'manual', report
+    assert prof[0]['file'].endswith(agent_inputs.PROFILE_FILE), report
+    errors = {labels['kind']: value for labels, value in samples(
+        lines, metrics.ERRORS.name)}
+    # No write refused, no profile or bug trouble.  (The restart counts
+    # libvirt errors, the balloon-less guests guest-faults ones, and a
+    # reconcile that meets a QEMU not yet done creating its VM a vm one.)
+    assert not any(errors[kind] for kind in (
+        health.POLICY, health.APPLY, health.THRESHOLDS, health.PROFILE,
+        health.INTERNAL)), report
+    assert errors[health.LIBVIRT] >= 1, report
+    # SIGTERM: a clean stop.
+    assert facts['agent-exit'] == ['0'], report
 
 
 DEBUG = os.environ.get('NAP_KERNEL_DEBUG') == '1'

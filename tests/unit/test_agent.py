@@ -494,6 +494,29 @@ def test_sudoers_allows_the_command_the_agent_runs(monkeypatch):
     assert rule[0].split('NOPASSWD: ', 1)[1].split() == command[1:]
 
 
+def test_the_agent_conf_sets_the_privsep_helper(tmp_path, monkeypatch):
+    """oslo.privsep reads its section from the global cfg.CONF; a
+    helper_command in the agent's own configuration file must reach it
+    (a root without sudo, as the end-to-end test in the emulated host
+    runs)."""
+    monkeypatch.setattr(sys, 'argv', [
+        '/opt/nova-adaptive-paging/bin/nova-paging-agent'])
+    path = tmp_path / 'agent.conf'
+    path.write_text('[nova_adaptive_paging_privileged]\n'
+                    'helper_command = privsep-helper --config-file %s\n'
+                    % path)
+    conf = cfg.ConfigOpts()
+    conf([], default_config_files=[str(path)])
+    try:
+        privileged.Transport(conf)
+        command = privileged.host_admin.helper_command('S')
+    finally:
+        cfg.CONF.clear()
+    assert command == ['privsep-helper', '--config-file', str(path),
+                       '--privsep_context', privileged.host_admin.pypath,
+                       '--privsep_sock_path', 'S']
+
+
 def test_the_loop_survives_a_bug_and_stop_ends_it(sim):
     start(sim, 'a', {'hw:paging': 'shadow'})
     agent = agent_for(sim)
