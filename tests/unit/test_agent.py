@@ -379,6 +379,33 @@ def test_a_guest_destroyed_between_discovery_and_write(sim):
     assert agent.guests['a'].vm is None
 
 
+def test_an_unwritable_vm_directory_leaves_its_guest_as_it_was(sim):
+    """A VM whose files refuse writes (EACCES: a stand-in, as root passes
+    any mode bits here): its guest keeps the mode it had, the others get
+    their policy, the refusal is counted, and the next pass after the
+    directory is writable again applies it."""
+    a = start(sim, 'a', {'hw:paging': 'shadow'})
+    start(sim, 'b', {'hw:paging': 'shadow'})
+    agent = agent_for(sim)
+    real = agent.transport.write
+
+    def write(rel, text):
+        if a.dirname in rel:
+            raise PermissionError(13, 'Permission denied', rel)
+        return real(rel, text)
+    agent.transport.write = write
+    agent.reconcile()
+    assert policy_of(sim, 'a') == 'hap'
+    assert sim.model.vms[a.dirname].mode == 'hap'
+    assert policy_of(sim, 'b') == 'shadow'
+    assert agent.errors[health.APPLY] == 1
+    assert 'EACCES' in agent.guests['a'].problem
+    agent.transport.write = real
+    agent.reconcile()
+    assert policy_of(sim, 'a') == 'shadow'
+    assert agent.guests['a'].problem is None
+
+
 def test_an_unknown_interface_version_is_never_written(sim):
     start(sim, 'a', {'hw:paging': 'shadow'})
     agent = agent_for(sim)
