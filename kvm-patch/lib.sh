@@ -31,8 +31,8 @@ debian_mirror() {
 }
 
 # What the Debian root of tcg/run.sh --conformance and --agent holds: the
-# interface's conformance suite needs python3; the agent's end-to-end
-# step libvirt's QEMU driver, QEMU and the agent's dependencies, all as
+# interface's conformance suite needs python3, the agent's end-to-end step
+# libvirtd with its QEMU driver, QEMU and the agent's dependencies, all as
 # Debian packages them (python3-ply: a dependency through a virtual
 # package, which debootstrap does not resolve).
 ROOT_PACKAGES=python3,python3-ply,python3-libvirt,python3-oslo.config,\
