@@ -177,8 +177,10 @@ def test_the_agent_applies_each_flavor_on_the_patched_kernel(guests):
     # with its flavor's policy, the shadow one in shadow mode, the host's
     # generation and the profile in force.
     lines = facts.get('metric', [])
-    assert all(value == 1 for _, value in samples(
-        lines, metrics.SCRAPE_SUCCESS.name)), report
+    success = samples(lines, metrics.SCRAPE_SUCCESS.name)
+    assert {labels['collector'] for labels, value in success
+            if value == 1} == {'guests', 'host', 'agent'}, report
+    assert all(value == 1 for _, value in success), report
     info = {labels['instance']: labels for labels, value in samples(
         lines, metrics.GUEST_INFO.name) if value == 1}
     for name, instance in AGENT['guests'].items():
