@@ -20,7 +20,10 @@ CREATION_TIME = '2011-03-09 00:00:00'
 BALLOON_PERIOD_S = 10
 
 
-def _domain_with_nova(spec):
+def nova_guest(spec, virt_type='test'):
+    """Nova's ``LibvirtConfigGuest`` for ``spec`` (a host.VmSpec), with
+    the ``<nova:instance>`` metadata and balloon Nova's libvirt driver
+    writes; callers may add devices before formatting it."""
     from nova.virt.libvirt import config as vconfig
 
     flavor = vconfig.LibvirtConfigGuestMetaNovaFlavor()
@@ -37,7 +40,7 @@ def _domain_with_nova(spec):
     meta.creationTime = 1299628800           # CREATION_TIME
     meta.flavor, meta.owner = flavor, owner
     guest = vconfig.LibvirtConfigGuest()
-    guest.virt_type = 'test'
+    guest.virt_type = virt_type
     guest.name, guest.uuid = spec.name, spec.uuid
     guest.memory, guest.vcpus = spec.memory_mib * 1024, spec.vcpus
     guest.os_type = 'hvm'
@@ -46,7 +49,11 @@ def _domain_with_nova(spec):
         balloon = vconfig.LibvirtConfigMemoryBalloon()
         balloon.model, balloon.period = 'virtio', BALLOON_PERIOD_S
         guest.add_device(balloon)
-    return guest.format_dom()
+    return guest
+
+
+def _domain_with_nova(spec):
+    return nova_guest(spec).format_dom()
 
 
 def _domain_by_hand(spec):

@@ -5,9 +5,11 @@ a threshold profile for the emulated host's CPU generation and the
 agent's configuration.
 
 The domains are formatted by Nova's own ``nova.virt.libvirt.config``
-classes (Nova is a test requirement), with the metadata and the virtio
-balloon Nova's libvirt driver gives every guest; what Nova would boot
-from a disk is replaced by a direct kernel boot of guest/l2-pager.S.
+classes (Nova is a test requirement), through the simulated host's
+:func:`~nova_adaptive_paging.simhost.libvirt_xml.nova_guest`: the
+metadata and the virtio balloon Nova's libvirt driver gives every guest;
+what Nova would boot from a disk is replaced by a direct kernel boot of
+guest/l2-pager.S.
 """
 
 import dataclasses
@@ -18,6 +20,8 @@ import uuid
 from nova_adaptive_paging import cpu
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging import profiles
+from nova_adaptive_paging.simhost import host as simhost
+from nova_adaptive_paging.simhost import libvirt_xml
 from nova_adaptive_paging import vocabulary
 
 # QEMU's "EPYC" CPU model (tcg/run.sh -cpu EPYC): family 23, model 1.
@@ -67,36 +71,18 @@ def profile():
 
 
 def domain_xml(name, instance, paging):
-    from nova.virt.libvirt import config as vconfig
     from lxml import etree
+    from nova.virt.libvirt import config as vconfig
 
-    flavor = vconfig.LibvirtConfigGuestMetaNovaFlavor()
-    flavor.name = flavor.id = 'e2e.%s' % paging
-    flavor.memory, flavor.vcpus = MEMORY_MIB, 1
-    flavor.disk = flavor.swap = flavor.ephemeral = 0
-    flavor.extra_specs = {'hw:paging': paging}
-    owner = vconfig.LibvirtConfigGuestMetaNovaOwner()
-    owner.userid = owner.projectid = '0' * 32
-    owner.username = owner.projectname = 'e2e'
-    meta = vconfig.LibvirtConfigGuestMetaNovaInstance()
-    meta.package = 'nova-adaptive-paging-e2e'
-    meta.name = name
-    meta.creationTime = 1764028800
-    meta.flavor, meta.owner = flavor, owner
-    guest = vconfig.LibvirtConfigGuest()
-    guest.virt_type = 'kvm'
-    guest.name, guest.uuid = name, instance
-    guest.memory, guest.vcpus = MEMORY_MIB * 1024, 1
-    guest.os_type = 'hvm'
+    guest = libvirt_xml.nova_guest(simhost.VmSpec(
+        name, None, {'hw:paging': paging}, flavor='e2e.%s' % paging,
+        uuid=instance, memory_mib=MEMORY_MIB, balloon=True),
+        virt_type='kvm')
     guest.os_kernel = L2_KERNEL
-    guest.metadata.append(meta)
     serial = vconfig.LibvirtConfigGuestSerial()
     serial.type = 'file'
     serial.source_path = '/run/nap/%s.serial' % name
     guest.add_device(serial)
-    balloon = vconfig.LibvirtConfigMemoryBalloon()
-    balloon.model, balloon.period = 'virtio', 10
-    guest.add_device(balloon)
     return etree.tostring(guest.format_dom(), pretty_print=True).decode()
 
 
