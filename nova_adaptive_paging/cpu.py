@@ -14,6 +14,7 @@ libvirt CPU model name when the family/model is unknown (a libvirt model
 names a feature baseline, not the silicon, so it only breaks ties).
 """
 
+import os
 import re
 
 # (family, model) -> generation, for Intel family 6.
@@ -135,6 +136,24 @@ def host_generation(cpuinfo_path='/proc/cpuinfo', libvirt_model=None):
     with open(cpuinfo_path, encoding='utf-8') as f:
         vendor, family, model, stepping = parse_cpuinfo(f.read())
     return generation_key(vendor, family, model, libvirt_model, stepping)
+
+
+def clock_hz(root='/'):
+    """The first CPU's clock in cycles per second, from ``cpu MHz`` in
+    ``<root>/proc/cpuinfo``; None where it gives none."""
+    try:
+        with open(os.path.join(root, 'proc/cpuinfo'),
+                  encoding='utf-8') as f:
+            for line in f:
+                key, _, value = line.partition(':')
+                if key.strip() == 'cpu MHz':
+                    hz = float(value) * 1e6
+                    return hz if hz > 0 else None
+                if not line.strip():
+                    break
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 # The fallback form generation_key() gives a CPU its tables do not know.

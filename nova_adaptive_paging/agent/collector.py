@@ -9,6 +9,8 @@ the scrape.  Names, kinds, labels and help come from
 :mod:`nova_adaptive_paging.telemetry.metrics`.
 """
 
+import calendar
+import datetime
 import logging
 import time
 
@@ -33,6 +35,20 @@ def family(metric):
         return HistogramMetricFamily(metric.name, metric.help,
                                      labels=metric.labels)
     return GaugeMetricFamily(metric.name, metric.help, labels=metric.labels)
+
+
+def _timestamp(obtained):
+    """Unix time of a profile's ``obtained`` date (``YYYY-MM-DD``, or
+    ``YYYY-MM`` for its first day, as the paper's profile gives it); None
+    when it names no such date (the profile format leaves it free)."""
+    text = str(obtained)
+    for form, length in (('%Y-%m-%d', 10), ('%Y-%m', 7)):
+        try:
+            day = datetime.datetime.strptime(text[:length], form)
+        except ValueError:
+            continue
+        return float(calendar.timegm(day.timetuple()))
+    return None
 
 
 class Collector:
@@ -75,9 +91,11 @@ class Collector:
         fams = {m.name: family(m) for m in (
             M.GUEST_INFO, M.GUEST_MODE, M.SWITCHES, M.SWITCHES_REFUSED,
             M.MODE_SECONDS, M.SWITCHING_SECONDS,
-            M.SHADOW_MAINTENANCE_SECONDS, M.SAMPLES, M.LAST_FTLB,
+            M.SHADOW_MAINTENANCE_SECONDS, M.HAP_WALK_SECONDS, M.SAMPLES,
+            M.LAST_FTLB,
             M.LAST_FPF, M.LAST_PT, M.LAST_RULE, M.GUEST_FAULT_STATS,
             M.GUEST_COUNTERS, M.ADVISED_MODE, M.MODELED_GAIN_SECONDS)}
+        hz = agent.cpu_hz
         policies = dict.fromkeys(vocabulary.POLICIES, 0)
         for (domain, inst, decision, vm, fault_stats, counters_ok,
              advice) in guests:
@@ -124,6 +142,9 @@ class Collector:
                 else:
                     fam.add_metric([uuid],
                                    stats[metric.source] * metric.scale)
+            if hz:
+                fams[M.HAP_WALK_SECONDS.name].add_metric(
+                    [uuid], stats[M.HAP_WALK_SECONDS.source] / hz)
         count = family(M.GUESTS)
         for policy, n in policies.items():
             count.add_metric([policy], n)
@@ -138,6 +159,7 @@ class Collector:
             source = agent.thresholds.source
             hists = [(M.SAMPLED_FTLB, agent.ftlb), (M.SAMPLED_FPF,
                                                     agent.fpf)]
+            events = {m: dict(c) for m, c in agent.events.counts.items()}
             hist_data = [(metric, h.bounds,
                           {m: list(c) for m, c in h.counts.items()},
                           dict(h.sums)) for metric, h in hists]
@@ -148,6 +170,20 @@ class Collector:
         prof.add_metric([profile.generation, profile.provenance.method,
                          str(profile.provenance.obtained), source], 1)
         out = [info, prof]
+        obtained = _timestamp(profile.provenance.obtained)
+        if obtained is not None:
+            stamp = family(M.PROFILE_OBTAINED)
+            stamp.add_metric([], obtained)
+            out.append(stamp)
+        if agent.cpu_hz:
+            hz = family(M.CPU_HZ)
+            hz.add_metric([], agent.cpu_hz)
+            out.append(hz)
+        ev = family(M.SAMPLED_EVENTS)
+        for mode in vocabulary.MODES:
+            for event in M.EVENTS:
+                ev.add_metric([mode, event], events[mode][event])
+        out.append(ev)
         for metric, bounds, counts, sums in hist_data:
             fam = family(metric)
             for mode in vocabulary.MODES:

@@ -14,6 +14,7 @@ from nova_adaptive_paging.agent import domains as domainslib
 from nova_adaptive_paging.agent import health
 from nova_adaptive_paging.agent import perf
 from nova_adaptive_paging.host import vm as vmfiles
+from nova_adaptive_paging.telemetry import metrics
 from nova_adaptive_paging import vocabulary
 
 
@@ -28,6 +29,26 @@ class Histogram:
     def observe(self, mode, value):
         self.counts[mode][bisect.bisect_left(self.bounds, value)] += 1
         self.sums[mode] += value
+
+
+class EventCounts:
+    """Cumulative events of the guests' samples, per mode: what the
+    kernel's overhead counters are divided by to get per-event costs."""
+
+    def __init__(self):
+        self.counts = {m: dict.fromkeys(metrics.EVENTS, 0)
+                       for m in vocabulary.MODES}
+
+    def add(self, mode, stats, samples):
+        # Samples taken between two reads are counted as the last one
+        # (the kernel keeps only the last sample's counts).
+        counts = self.counts[mode]
+        for event, key in zip(metrics.EVENTS, SAMPLE_KEYS):
+            counts[event] += stats[key] * samples
+
+
+# paging_stats keys of the last sample's counts, in metrics.EVENTS order.
+SAMPLE_KEYS = ('last_instructions', 'last_tlb_misses', 'last_page_faults')
 
 
 def sample(agent):
@@ -53,6 +74,8 @@ def sample(agent):
                 mode = g.stats['mode']
                 agent.ftlb.observe(mode, stats['last_ftlb'] / 1000)
                 agent.fpf.observe(mode, stats['last_fpf'] / 1000)
+                agent.events.add(mode, stats,
+                                 stats['samples'] - g.samples_seen)
             g.stats, g.samples_seen = stats, stats['samples']
 
 

@@ -26,6 +26,7 @@ from nova_adaptive_paging.agent import perf
 from nova_adaptive_paging.agent import sampler
 from nova_adaptive_paging.agent import thresholds as thresholdslib
 from nova_adaptive_paging.agent import writer
+from nova_adaptive_paging import cpu
 from nova_adaptive_paging.costmodel import hardware as costhw
 from nova_adaptive_paging.host import files
 from nova_adaptive_paging.host import probe
@@ -110,6 +111,9 @@ class Agent:
         self.published = None          # traits last published
         self.ftlb = sampler.Histogram(metrics.FTLB_BUCKETS)
         self.fpf = sampler.Histogram(metrics.FPF_BUCKETS)
+        self.events = sampler.EventCounts()
+        # Converts the kernel's page-walk cycles into seconds.
+        self.cpu_hz = cpu.clock_hz(self.root)
         self.lock = threading.RLock()
         self._wake = threading.Event()
         self._stop = threading.Event()

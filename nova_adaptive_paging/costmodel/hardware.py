@@ -15,6 +15,7 @@ A profile is a YAML file (format in doc/source/simulation.rst)::
     calibration:
       reference_ips: 2000000000       # instructions per native second
       reference_working_set_mib: 1024
+      clock_hz: 3000000000            # optional: cycles per second
     sources: {field: where its number comes from}
 
 All numbers are modeled figures; ``sources`` says which come from a paper
@@ -35,7 +36,10 @@ FORMAT_VERSION = 1
 MODES = vocabulary.MODES
 EVENTS = ('tlb_miss', 'page_fault', 'cr3_write')
 SWITCHES = ('to_hap', 'to_shadow', 'to_shadow_per_mib')
-CALIBRATION = ('reference_ips', 'reference_working_set_mib')
+CALIBRATION = ('reference_ips', 'reference_working_set_mib', 'clock_hz')
+# A clock for profiles that name none: only the simulated host's cycle
+# counter (hap_walk_cycles) uses it.
+DEFAULT_CLOCK_HZ = 3e9
 TOP = ('format_version', 'name', 'generation', 'description',
        'event_cost_ns', 'switch_cost_ns', 'calibration', 'sources')
 
@@ -55,6 +59,7 @@ class Hardware:
     sources: dict
     # The CPU generation key (cpu.py) the costs were measured on, if any.
     generation: str = None
+    clock_hz: float = DEFAULT_CLOCK_HZ
 
     def cost_s(self, mode, event):
         return self.event_cost_ns[mode][event] * 1e-9
@@ -129,12 +134,18 @@ def from_dict(doc, source='<hardware>'):
                             'must be > 0')
     wss = _number(cal, 'reference_working_set_mib', source,
                   'calibration.reference_working_set_mib')
+    clock = DEFAULT_CLOCK_HZ
+    if 'clock_hz' in cal:
+        clock = _number(cal, 'clock_hz', source, 'calibration.clock_hz')
+        if clock <= 0:
+            raise HardwareError(source, 'calibration.clock_hz',
+                                'must be > 0')
     sources = doc.get('sources', {})
     if not isinstance(sources, dict):
         raise HardwareError(source, 'sources', 'expected a mapping')
     return Hardware(name, str(doc.get('description', '')), costs, switch,
                     ips, wss, {str(k): str(v) for k, v in sources.items()},
-                    generation)
+                    generation, clock)
 
 
 def loads(text, source='<hardware>'):

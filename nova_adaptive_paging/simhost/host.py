@@ -101,6 +101,7 @@ class SimVm:
         self.row, self.off = 0, 0.0
         self.finished = False
         self.stall_ns = 0
+        self.maint_s = self.walk_s = 0.0       # the overhead counters
         self.pid_written = None
         self.at_ns = start_ns
         self.next_sample_ns = None
@@ -127,19 +128,42 @@ class SimVm:
         self.stall_ns -= int(stall * 1e9)
         budget -= stall
         dur = self.replay.dur
-        rate = self.replay.rate[evaluator.MODE_NAMES.index(self.model.mode)]
+        mode = self.model.mode
+        rate = self.replay.rate[evaluator.MODE_NAMES.index(mode)]
         n = len(dur)
         while budget > 0 and self.row < n:
             r = rate[self.row]
             rem = (dur[self.row] - self.off) * r
             if rem > budget:
+                self._overhead(mode, self.row, budget / r)
                 self.off += budget / r
                 return
+            self._overhead(mode, self.row, dur[self.row] - self.off)
             budget -= rem
             self.row += 1
             self.off = 0.0
         if self.row >= n:
             self.finished = True
+
+    def _overhead(self, mode, row, native_s):
+        """Charge the kernel's overhead counters for ``native_s`` of the
+        row: what this mode's events cost over the other mode's, as the
+        kernel measures them (faults in shadow mode, walks in hap)."""
+        hw, trace = self.host.hardware, self.spec.trace
+        share = native_s / trace.interval_s[row]
+        other = (vocabulary.HAP if mode == vocabulary.SHADOW
+                 else vocabulary.SHADOW)
+        if mode == vocabulary.SHADOW:
+            extra = (hw.cost_s(mode, 'page_fault')
+                     - hw.cost_s(other, 'page_fault'))
+            self.maint_s += max(extra, 0.0) * trace.page_faults[row] * share
+            self.model.stats['shadow_maint_ns'] = int(self.maint_s * 1e9)
+        else:
+            extra = (hw.cost_s(mode, 'tlb_miss')
+                     - hw.cost_s(other, 'tlb_miss'))
+            self.walk_s += max(extra, 0.0) * trace.tlb_misses[row] * share
+            self.model.stats['hap_walk_cycles'] = int(self.walk_s
+                                                      * hw.clock_hz)
 
     def counters(self):
         """Cumulative (instructions, TLB misses, guest faults) so far."""
@@ -266,6 +290,13 @@ class SimHost:
             if vm.pid_written != path:
                 fileutil.atomic_write(path, '%d\n' % vm.pid)
                 vm.pid_written = path
+        cpuinfo = os.path.join(self.root, 'proc/cpuinfo')
+        if not os.path.exists(cpuinfo):
+            # The clock the agent converts hap_walk_cycles with.
+            os.makedirs(os.path.dirname(cpuinfo), exist_ok=True)
+            fileutil.atomic_write(cpuinfo, 'processor\t: 0\ncpu MHz\t\t: '
+                                  '%.3f\n\n' % (self.hardware.clock_hz
+                                                 / 1e6))
         xml = libvirt_xml.node_xml([vm.domain for vm in self.vms.values()])
         path = os.path.join(self.root, NODE_XML)
         os.makedirs(os.path.dirname(path), exist_ok=True)

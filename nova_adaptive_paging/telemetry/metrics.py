@@ -8,7 +8,9 @@ Prometheus conventions: a ``nova_paging_`` namespace, base units
 (seconds), ``_total`` on counters, one family per quantity with the
 variants (mode, direction) as labels.
 
-Per-guest series carry the Nova instance UUID only; the Nova labels
+Per-guest series carry the Nova instance UUID only (label ``uuid``: a
+scrape's ``instance`` label is Prometheus's, the agent that was
+scraped, so a host is the ``instance`` of its series); the Nova labels
 (domain, flavor, project, policy) sit on one ``nova_paging_guest_info``
 series per guest to join against, as the libvirt exporters do, so a
 flavor rename never splits a counter.  Per-guest counters come from the
@@ -26,8 +28,14 @@ COUNTER = 'counter'
 GAUGE = 'gauge'
 HISTOGRAM = 'histogram'
 
-GUEST_LABELS = ('instance',)
+GUEST_LABEL = 'uuid'
+GUEST_LABELS = (GUEST_LABEL,)
+# The label Prometheus gives every scraped series: the agent's address,
+# so the host.  Rules and dashboards group hosts by it.
+HOST_LABEL = 'instance'
 NS = 1e-9
+# The events the agent counts from the guests' samples.
+EVENTS = ('instructions', 'tlb_misses', 'page_faults')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +89,11 @@ SHADOW_MAINTENANCE_SECONDS = _m(
     'guest_shadow_maintenance_seconds_total', COUNTER, 'Time spent '
     'maintaining the guest\'s shadow page tables.', GUEST_LABELS,
     'shadow_maint_ns', NS)
+HAP_WALK_SECONDS = _m(
+    'guest_hap_walk_seconds_total', COUNTER, 'Time the guest\'s TLB '
+    'misses spent in two-dimensional page walks in hap mode (the kernel\'s '
+    'hap_walk_cycles over the host\'s clock; 0 where the PMU counts none).',
+    GUEST_LABELS, 'hap_walk_cycles')
 SAMPLES = _m('guest_samples_total', COUNTER, 'DSP samples taken of the '
              'guest.', GUEST_LABELS, 'samples')
 LAST_FTLB = _m('guest_last_ftlb', GAUGE, 'TLB misses per 1000 '
@@ -122,6 +135,16 @@ SAMPLED_FTLB = _m('sampled_ftlb', HISTOGRAM, 'FTLB of the guests\' samples '
                   'on this host, by the mode they ran in.', ('mode',))
 SAMPLED_FPF = _m('sampled_fpf', HISTOGRAM, 'FPF of the guests\' samples on '
                  'this host, by the mode they ran in.', ('mode',))
+PROFILE_OBTAINED = _m('profile_obtained_timestamp_seconds', GAUGE, 'When '
+                      'the threshold profile in force was obtained (Unix '
+                      'time of its date; absent for a profile without one).')
+CPU_HZ = _m('host_cpu_hz', GAUGE, 'The clock the host\'s cycle counts '
+            'are converted with (cycles per second, from cpuinfo).')
+SAMPLED_EVENTS = _m('sampled_events_total', COUNTER, 'Events in the '
+                    'guests\' samples on this host, by the mode they ran in: '
+                    'instructions, TLB misses and guest page faults (the '
+                    'denominators of the per-event costs).',
+                    ('mode', 'event'))
 GUESTS = _m('guests', GAUGE, 'Guests the agent manages, by policy.',
             ('policy',))
 

@@ -273,17 +273,17 @@ def test_metrics_over_http_carry_what_the_kernel_reports(sim):
         uuid = sim.vms['a'].spec.uuid
         assert stats['switches_to_shadow'] >= 1
         for mode in vocabulary.MODES:
-            assert _value(fams, metrics.SWITCHES, instance=uuid, to=mode) \
+            assert _value(fams, metrics.SWITCHES, uuid=uuid, to=mode) \
                 == stats['switches_to_%s' % mode]
-            assert _value(fams, metrics.GUEST_MODE, instance=uuid,
+            assert _value(fams, metrics.GUEST_MODE, uuid=uuid,
                           mode=mode) == float(stats['mode'] == mode)
-        assert _value(fams, metrics.MODE_SECONDS, instance=uuid,
+        assert _value(fams, metrics.MODE_SECONDS, uuid=uuid,
                       mode='shadow') == pytest.approx(
             stats['time_shadow_ns'] / 1e9, rel=0.05)
-        assert _value(fams, metrics.GUEST_INFO, instance=uuid,
+        assert _value(fams, metrics.GUEST_INFO, uuid=uuid,
                       flavor='m1.adaptive', policy='adaptive',
                       source='flavor', domain='a') == 1
-        assert _value(fams, metrics.LAST_FTLB, instance=uuid) == \
+        assert _value(fams, metrics.LAST_FTLB, uuid=uuid) == \
             pytest.approx(stats['last_ftlb'] / 1000)
         assert _value(fams, metrics.HOST_INFO, generation=GENERATION,
                       abi_version=str(spec.ABI_VERSION),
@@ -310,15 +310,18 @@ def test_metrics_over_http_carry_what_the_kernel_reports(sim):
             assert name in fams, m.name
         # The series counts doc/source/agent.rst gives an operator.
         per_guest = [s for f in fams.values() for s in f.samples
-                     if s.labels.get('instance') == uuid]
+                     if s.labels.get('uuid') == uuid]
         per_host = [s for f in fams.values() for s in f.samples
-                    if 'instance' not in s.labels]
-        assert (len(per_guest), len(per_host)) == (16, 72)
+                    if 'uuid' not in s.labels]
+        assert (len(per_guest), len(per_host)) == (17, 80)
+        # The fallback profile was obtained in March 2011 (its first day,
+        # 2011-03-01T00:00:00Z).
+        assert _value(fams, metrics.PROFILE_OBTAINED) == 1298937600
         # A guest that leaves has no series at the next scrape.
         sim.stop_vm('a')
         fams = _scrape(server.server_port)
         assert not [s for s in fams[metrics.GUEST_MODE.name].samples
-                    if s.labels['instance'] == uuid]
+                    if s.labels['uuid'] == uuid]
     finally:
         server.shutdown()
         server.server_close()
@@ -836,9 +839,10 @@ def test_advisory_mode_says_what_adaptive_would_do(sim):
     registry.register(collector.Collector(agent))
     text = prometheus_client.generate_latest(registry).decode()
     uuid = sim.vms['tlb'].spec.uuid
-    assert 'nova_paging_guest_modeled_mode{instance="%s",mode="%s"} 1.0' % (
-        uuid, decided[-1]) in text
-    assert 'nova_paging_guest_counters{instance="%s"} 1.0' % uuid in text
+    fams = {f.name: f for f in parser.text_string_to_metric_families(text)}
+    assert _value(fams, metrics.ADVISED_MODE, uuid=uuid,
+                  mode=decided[-1]) == 1
+    assert _value(fams, metrics.GUEST_COUNTERS, uuid=uuid) == 1
 
 
 def test_advisory_mode_without_counters_says_so_once(sim, caplog):
@@ -857,7 +861,7 @@ def test_advisory_mode_without_counters_says_so_once(sim, caplog):
     registry.register(collector.Collector(agent))
     text = prometheus_client.generate_latest(registry).decode()
     uuid = sim.vms['a'].spec.uuid
-    assert 'nova_paging_guest_counters{instance="%s"} 0.0' % uuid in text
+    assert 'nova_paging_guest_counters{uuid="%s"} 0.0' % uuid in text
     assert 'nova_paging_guest_modeled_mode{' not in text
 
 
@@ -879,3 +883,37 @@ def test_an_unreachable_placement_is_retried_and_blocks_nothing(
     assert agent.published is None
     assert len([r for r in caplog.records
                 if 'publishing traits' in r.getMessage()]) == 1
+
+
+def test_overhead_counters_over_sampled_events_give_the_per_event_costs(
+        sim):
+    """What the profiler divides: the kernel's overhead counters over the
+    events of the agent's samples, per mode, come back to the hardware
+    profile's extra costs (Nehalem: 10 us a shadow page fault, 4 ns a
+    nested TLB miss), through the agent's clock conversion and /metrics."""
+    start(sim, 'sh', {'hw:paging': 'shadow'}, trace='fork-exec')
+    start(sim, 'hp', {'hw:paging': 'hap'}, trace='mcf')
+    agent = agent_for(sim)
+    agent.reconcile()
+    assert agent.cpu_hz == hardware.DEFAULT_CLOCK_HZ   # the sim's cpuinfo
+    for _ in range(600):
+        run(sim, 1)
+        agent.sample()
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(collector.Collector(agent))
+    text = prometheus_client.generate_latest(registry).decode()
+    fams = {f.name: f for f in parser.text_string_to_metric_families(text)}
+
+    def total(metric, **labels):
+        name = metric.name[:-len('_total')]
+        return sum(s.value for s in fams[name].samples
+                   if s.name == metric.name
+                   and all(s.labels.get(k) == v for k, v in labels.items()))
+    faults = total(metrics.SAMPLED_EVENTS, mode='shadow',
+                   event='page_faults')
+    misses = total(metrics.SAMPLED_EVENTS, mode='hap', event='tlb_misses')
+    assert faults > 1000 and misses > 1000
+    per_fault = total(metrics.SHADOW_MAINTENANCE_SECONDS) / faults
+    per_miss = total(metrics.HAP_WALK_SECONDS) / misses
+    assert per_fault == pytest.approx(10000e-9, rel=0.05)
+    assert per_miss == pytest.approx(4e-9, rel=0.05)
