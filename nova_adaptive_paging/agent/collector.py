@@ -170,6 +170,10 @@ class Collector:
         prof.add_metric([profile.generation, profile.provenance.method,
                          str(profile.provenance.obtained), source], 1)
         out = [info, prof]
+        limits = family(M.PROFILE_THRESHOLD)
+        for name, value in profile.to_dict()['thresholds'].items():
+            limits.add_metric([name], float(value))
+        out.append(limits)
         obtained = _timestamp(profile.provenance.obtained)
         if obtained is not None:
             stamp = family(M.PROFILE_OBTAINED)

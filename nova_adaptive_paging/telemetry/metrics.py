@@ -135,6 +135,9 @@ SAMPLED_FTLB = _m('sampled_ftlb', HISTOGRAM, 'FTLB of the guests\' samples '
                   'on this host, by the mode they ran in.', ('mode',))
 SAMPLED_FPF = _m('sampled_fpf', HISTOGRAM, 'FPF of the guests\' samples on '
                  'this host, by the mode they ran in.', ('mode',))
+PROFILE_THRESHOLD = _m('profile_threshold', GAUGE, 'The DSP thresholds of '
+                       'the profile in force, each in its metric\'s units '
+                       '(FTLB, FPF, P-to-T).', ('threshold',))
 PROFILE_OBTAINED = _m('profile_obtained_timestamp_seconds', GAUGE, 'When '
                       'the threshold profile in force was obtained (Unix '
                       'time of its date; absent for a profile without one).')

@@ -313,10 +313,15 @@ def test_metrics_over_http_carry_what_the_kernel_reports(sim):
                      if s.labels.get('uuid') == uuid]
         per_host = [s for f in fams.values() for s in f.samples
                     if 'uuid' not in s.labels]
-        assert (len(per_guest), len(per_host)) == (17, 80)
+        assert (len(per_guest), len(per_host)) == (17, 86)
         # The fallback profile was obtained in March 2011 (its first day,
         # 2011-03-01T00:00:00Z).
         assert _value(fams, metrics.PROFILE_OBTAINED) == 1298937600
+        # ... and its thresholds are the paper's Table 2.
+        assert _value(fams, metrics.PROFILE_THRESHOLD,
+                      threshold='pf_upper') == 5000
+        assert _value(fams, metrics.PROFILE_THRESHOLD,
+                      threshold='tlb_lower') == 0.1
         # A guest that leaves has no series at the next scrape.
         sim.stop_vm('a')
         fams = _scrape(server.server_port)

@@ -1,0 +1,5 @@
+"""Grafana dashboards (placeholder until the builder lands)."""
+
+
+def documents():
+    return {}

@@ -1,0 +1,107 @@
+"""PromQL over the agent's metrics, written once.
+
+The recording rules, the alerts, the dashboards and the profiler build
+their expressions from these functions, and the functions take every
+metric name from :mod:`.metrics`.  Hosts are the scraped ``instance``
+(the agent); a host's CPU generation comes from ``nova_paging_host_info``
+and is joined onto other series with ``group_left``.
+"""
+
+from nova_adaptive_paging.telemetry import metrics as M
+
+HOST = M.HOST_LABEL
+GUEST = (HOST, M.GUEST_LABEL)
+# The scrape job the agents run under (dashboards/prometheus/README.md).
+AGENT_JOB = 'nova-paging-agent'
+# How long a host that stopped reporting is still counted in its
+# generation (its agent's coverage, the alerts that need its generation).
+REMEMBER = '1d'
+
+
+def name(metric):
+    """The series name of ``metric`` (a counter's includes _total)."""
+    return metric.name
+
+
+def by(*labels):
+    return ', '.join(labels)
+
+
+def selector(metric, **labels):
+    """``metric{label="value",...}``; a value starting with ``=~`` or
+    ``!=`` is used as its own operator."""
+    if not labels:
+        return name(metric)
+    matchers = []
+    for label, value in labels.items():
+        op = '='
+        for prefix in ('=~', '!=', '!~'):
+            if value.startswith(prefix):
+                op, value = prefix, value[len(prefix):]
+        matchers.append('%s%s"%s"' % (label, op, value))
+    return '%s{%s}' % (name(metric), ','.join(matchers))
+
+
+def with_generation(expr, on=(HOST,), extra=()):
+    """``expr`` with the host's generation (and ``extra`` host_info
+    labels) joined on."""
+    return '%s * on (%s) group_left (%s) %s' % (
+        _paren(expr), by(*on), by('generation', *extra),
+        _host_info())
+
+
+def with_guest(expr, labels=('flavor',)):
+    """``expr`` (per guest) with the Nova labels of guest_info joined."""
+    return '%s * on (%s) group_left (%s) %s' % (
+        _paren(expr), by(*GUEST), by(*labels), name(M.GUEST_INFO))
+
+
+def _host_info():
+    # max by: one series per host even while its info changes.
+    return 'max by (%s, generation, switching) (%s)' % (
+        HOST, name(M.HOST_INFO))
+
+
+def _paren(expr):
+    return '(%s)' % expr
+
+
+def per_guest_rate(metric, window, keep=(), **match):
+    """Per guest (and ``keep`` labels) rate of a per-guest counter."""
+    return 'sum by (%s) (rate(%s[%s]))' % (
+        by(*GUEST + tuple(keep)), selector(metric, **match), window)
+
+
+def per_generation_increase(metric, window, keep=(), **match):
+    """A counter's increase over ``window``, summed per generation on
+    the server (the profiler's query shape: one series per generation,
+    whatever the fleet's size)."""
+    inner = 'sum by (%s) (increase(%s[%s]))' % (
+        by(HOST, *keep), selector(metric, **match), window)
+    return 'sum by (%s) (%s)' % (by('generation', *keep),
+                                 with_generation(inner))
+
+
+def per_generation_hosts(window, **match):
+    """Hosts per generation that reported within ``window``."""
+    return 'count by (generation) (max by (%s, generation) ' \
+           '(max_over_time(%s[%s])))' % (
+               HOST, selector(M.HOST_INFO, **match), window)
+
+
+def per_generation_guests(window):
+    """Distinct guests per generation seen within ``window``."""
+    guests = 'max by (%s) (max_over_time(%s[%s]))' % (
+        by(*GUEST), name(M.GUEST_INFO), window)
+    return 'count by (generation) (%s)' % with_generation(guests)
+
+
+def agent_up():
+    return 'up{job="%s"}' % AGENT_JOB
+
+
+def remembered_generation():
+    """Each host's generation over the last REMEMBER, so that a host
+    whose agent is down still counts in its generation."""
+    return 'max by (%s, generation) (last_over_time(%s[%s]))' % (
+        HOST, name(M.HOST_INFO), REMEMBER)

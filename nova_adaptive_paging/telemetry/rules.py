@@ -1,0 +1,168 @@
+"""Prometheus recording rules and alerts, generated from code.
+
+As in the monitoring mixins, one :class:`Config` holds what an operator
+tunes, and ``nova-paging telemetry generate`` writes the rule files
+(``dashboards/prometheus/``) that ``promtool check rules`` and the
+``promtool test rules`` fixtures in ``dashboards/tests/`` check.  Every
+expression comes from :mod:`.queries`, so from :mod:`.metrics`' names.
+"""
+
+import dataclasses
+
+from nova_adaptive_paging.telemetry import metrics as M
+from nova_adaptive_paging.telemetry import queries as Q
+
+GUEST = Q.by(*Q.GUEST)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    # A guest switching more often than this, sustained over an hour, is
+    # thrashing: the DSP history (3 samples of 5 s) allows up to 240 an
+    # hour, a phase-changing workload needs a handful.
+    thrash_switches_per_hour: float = 30
+    # An agent whose last full pass is older than this is stuck
+    # (10 reconcile intervals at the default 60 s).
+    reconcile_stale_s: int = 600
+    # A calibrated profile older than this should be recalibrated.
+    profile_max_age_days: int = 180
+    # Advisory hosts: a modeled gain above this share of the guests' time
+    # is worth deploying the switching patch for.
+    advisory_gain_share: float = 0.05
+
+
+SWITCHES_PER_HOUR = 'nova_paging:guest_switches_per_hour:rate1h'
+MODE_SHARE = 'nova_paging:guest_mode_share:rate5m'
+GEN_FLAVOR_SWITCHES = \
+    'generation_flavor:nova_paging_switches_per_guest_hour:avg1h'
+GEN_FLAVOR_MODE_SHARE = 'generation_flavor:nova_paging_mode_share:avg5m'
+GEN_FLAVOR_SWITCHING = \
+    'generation_flavor:nova_paging_switching_seconds:rate5m'
+GEN_SHADOW_MAINT = \
+    'generation:nova_paging_shadow_maintenance_seconds:rate5m'
+GEN_HAP_WALK = 'generation:nova_paging_hap_walk_seconds:rate5m'
+GEN_MODELED_GAIN = 'generation:nova_paging_modeled_gain_seconds:rate5m'
+GEN_HOSTS = 'generation:nova_paging_hosts:count'
+GEN_COVERAGE = 'generation:nova_paging_agent_coverage:ratio'
+RECORDED = (SWITCHES_PER_HOUR, MODE_SHARE, GEN_FLAVOR_SWITCHES,
+            GEN_FLAVOR_MODE_SHARE, GEN_FLAVOR_SWITCHING, GEN_SHADOW_MAINT,
+            GEN_HAP_WALK, GEN_MODELED_GAIN, GEN_HOSTS, GEN_COVERAGE)
+
+
+def _per_generation(metric):
+    return 'sum by (generation) (%s)' % Q.with_generation(
+        Q.per_guest_rate(metric, '5m'))
+
+
+def recording_rules():
+    mode_rate = Q.per_guest_rate(M.MODE_SECONDS, '5m', keep=('mode',))
+    all_modes = Q.per_guest_rate(M.MODE_SECONDS, '5m')
+    rules = [
+        (SWITCHES_PER_HOUR,
+         '3600 * %s' % Q.per_guest_rate(M.SWITCHES, '1h')),
+        (MODE_SHARE, '%s / ignoring (mode) group_left %s'
+         % (mode_rate, all_modes)),
+        (GEN_FLAVOR_SWITCHES, 'avg by (generation, flavor) (%s)'
+         % Q.with_generation(Q.with_guest(SWITCHES_PER_HOUR))),
+        (GEN_FLAVOR_MODE_SHARE, 'avg by (generation, flavor, mode) (%s)'
+         % Q.with_generation(Q.with_guest(MODE_SHARE))),
+        (GEN_FLAVOR_SWITCHING, 'sum by (generation, flavor) (%s)'
+         % Q.with_generation(Q.with_guest(
+             Q.per_guest_rate(M.SWITCHING_SECONDS, '5m')))),
+        (GEN_SHADOW_MAINT, _per_generation(M.SHADOW_MAINTENANCE_SECONDS)),
+        (GEN_HAP_WALK, _per_generation(M.HAP_WALK_SECONDS)),
+        (GEN_MODELED_GAIN, _per_generation(M.MODELED_GAIN_SECONDS)),
+        (GEN_HOSTS, 'count by (generation, switching) (%s)'
+         % Q._host_info()),
+        (GEN_COVERAGE, 'avg by (generation) (%s * on (%s) group_left '
+         '(generation) %s)' % (Q.agent_up(), Q.HOST,
+                               Q.remembered_generation())),
+    ]
+    return {'name': 'nova-paging.rules', 'interval': '1m',
+            'rules': [{'record': r, 'expr': e} for r, e in rules]}
+
+
+def _alert(name, expr, for_, severity, summary, description):
+    return {'alert': name, 'expr': expr, 'for': for_,
+            'labels': {'severity': severity},
+            'annotations': {'summary': summary,
+                            'description': description}}
+
+
+def alerts(config=Config()):
+    c = config
+    host_info = Q._host_info()
+    return {'name': 'nova-paging.alerts', 'rules': [
+        _alert('NovaPagingGuestThrashing',
+               '3600 * %s > %g' % (Q.per_guest_rate(M.SWITCHES, '1h'),
+                                   c.thrash_switches_per_hour),
+               '15m', 'warning',
+               'A guest is thrashing between paging modes.',
+               'Instance {{ $labels.%s }} on {{ $labels.%s }} switched '
+               '{{ $value | printf "%%.0f" }} times in the last hour '
+               '(alert above %g): its thresholds or its sampling interval '
+               'do not fit its workload; consider hw:paging=hap or '
+               'shadow for its flavor, or recalibrate.'
+               % (M.GUEST_LABEL, Q.HOST, c.thrash_switches_per_hour)),
+        _alert('NovaPagingAgentDown', '%s == 0' % Q.agent_up(), '5m',
+               'warning', 'A nova-paging agent is down.',
+               'Prometheus cannot scrape the agent on {{ $labels.%s }}: '
+               'its guests keep their last mode and thresholds, but new '
+               'guests get no policy.' % Q.HOST),
+        _alert('NovaPagingAgentNotReconciling',
+               '(time() - %s > %d) or ((%s == 1) unless on (%s) %s)'
+               % (M.LAST_RECONCILE.name, c.reconcile_stale_s,
+                  Q.agent_up(), Q.HOST, M.LAST_RECONCILE.name),
+               '10m', 'warning', 'A nova-paging agent is not reconciling.',
+               'The agent on {{ $labels.%s }} has not completed a pass '
+               'over its guests without errors for over %d s: see '
+               'nova_paging_agent_errors_total and its log.'
+               % (Q.HOST, c.reconcile_stale_s)),
+        _alert('NovaPagingNoProfileForGeneration',
+               '%s unless on (%s, generation) %s'
+               % (host_info, Q.HOST, M.PROFILE_INFO.name),
+               '1h', 'warning',
+               'A host runs without a threshold profile for its CPU '
+               'generation.',
+               '{{ $labels.%s }} is a {{ $labels.generation }} host and '
+               'runs on the fallback profile: calibrate one for the '
+               'generation (nova-paging profile, or the calibrate '
+               'playbook) and push it.' % Q.HOST),
+        _alert('NovaPagingProfileTooOld',
+               '(time() - %s > %d) and on (%s) (%s and on (%s, generation) '
+               '%s)' % (M.PROFILE_OBTAINED.name,
+                        c.profile_max_age_days * 86400, Q.HOST, host_info,
+                        Q.HOST, M.PROFILE_INFO.name),
+               '1h', 'info', 'A threshold profile is old.',
+               'The profile in force on {{ $labels.%s }} was obtained over '
+               '%d days ago: rerun the profiler on recent telemetry.'
+               % (Q.HOST, c.profile_max_age_days)),
+        _alert('NovaPagingProfileDrift',
+               'count by (generation) ((max by (generation, threshold) '
+               '(%s)) != (min by (generation, threshold) (%s))) > 0'
+               % ((Q.with_generation(M.PROFILE_THRESHOLD.name),) * 2),
+               '30m', 'warning',
+               'Hosts of one CPU generation run different thresholds.',
+               '{{ $value }} of the thresholds differ between '
+               '{{ $labels.generation }} hosts: a profile push did not '
+               'reach every host, or a host has a local profile.'),
+        _alert('NovaPagingAdvisoryGainLarge',
+               '(sum by (%s) (rate(%s[1h])) / count by (%s) (%s) > %g) '
+               'and on (%s) %s'
+               % (Q.HOST, M.MODELED_GAIN_SECONDS.name, Q.HOST,
+                  M.GUEST_INFO.name, c.advisory_gain_share, Q.HOST,
+                  Q.selector(M.HOST_INFO, switching='false')),
+               '1h', 'info',
+               'Adaptive paging would gain much on a host without the '
+               'switching patch.',
+               'On {{ $labels.%s }} the cost model says switching would '
+               'save its guests {{ $value | humanizePercentage }} of their '
+               'time (modeled): deploy the KVM switching patch there.'
+               % Q.HOST),
+    ]}
+
+
+def documents(config=Config()):
+    """{relative path: YAML document} of the generated rule files."""
+    return {'prometheus/rules.yml': {'groups': [recording_rules()]},
+            'prometheus/alerts.yml': {'groups': [alerts(config)]}}
