@@ -13,6 +13,7 @@ from nova_adaptive_paging.cmd import host
 from nova_adaptive_paging.cmd import sim_host
 from nova_adaptive_paging.cmd import simulate
 from nova_adaptive_paging.cmd import switch_cost
+from nova_adaptive_paging.cmd import telemetry
 from nova_adaptive_paging import conf
 from nova_adaptive_paging import policy
 from nova_adaptive_paging import profiles
@@ -189,6 +190,7 @@ main.add_command(simulate.simulate)
 main.add_command(simulate.calibrate)
 main.add_command(sim_host.sim_host)
 main.add_command(sim_host.sim_vm)
+main.add_command(telemetry.telemetry_group)
 
 if __name__ == '__main__':
     main()

@@ -294,9 +294,9 @@ class SimHost:
         if not os.path.exists(cpuinfo):
             # The clock the agent converts hap_walk_cycles with.
             os.makedirs(os.path.dirname(cpuinfo), exist_ok=True)
+            mhz = self.hardware.clock_hz / 1e6
             fileutil.atomic_write(cpuinfo, 'processor\t: 0\ncpu MHz\t\t: '
-                                  '%.3f\n\n' % (self.hardware.clock_hz
-                                                 / 1e6))
+                                  '%.3f\n\n' % mhz)
         xml = libvirt_xml.node_xml([vm.domain for vm in self.vms.values()])
         path = os.path.join(self.root, NODE_XML)
         os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -1,0 +1,45 @@
+"""``nova-paging telemetry``: the generated rules, alerts and dashboards."""
+
+import click
+
+from nova_adaptive_paging.cmd import common
+from nova_adaptive_paging.telemetry import generate
+from nova_adaptive_paging.telemetry import rules
+
+
+@click.group('telemetry')
+def telemetry_group():
+    """Prometheus rules and alerts, Grafana dashboards."""
+
+
+@telemetry_group.command('generate')
+@click.option('--out', default='dashboards', show_default=True,
+              type=click.Path(file_okay=False),
+              help='Directory to write prometheus/ and grafana/ into.')
+@click.option('--check', is_flag=True,
+              help='Write nothing; exit 1 if a file there is not what '
+                   'the code generates.')
+@click.option('--thrash-switches-per-hour', type=click.FloatRange(min=1),
+              default=rules.Config.thrash_switches_per_hour,
+              show_default=True)
+@click.option('--profile-max-age-days', type=click.IntRange(min=1),
+              default=rules.Config.profile_max_age_days, show_default=True)
+@click.option('--advisory-gain-share', type=click.FloatRange(0, 1),
+              default=rules.Config.advisory_gain_share, show_default=True)
+def generate_cmd(out, check, thrash_switches_per_hour, profile_max_age_days,
+                 advisory_gain_share):
+    """Write the rule files and dashboards from code."""
+    config = rules.Config(thrash_switches_per_hour=thrash_switches_per_hour,
+                          profile_max_age_days=profile_max_age_days,
+                          advisory_gain_share=advisory_gain_share)
+    try:
+        if check:
+            stale = generate.stale(out, config)
+            for path in stale:
+                click.echo('stale: %s' % path)
+            raise SystemExit(1 if stale else 0)
+        generate.write(out, config)
+    except ImportError as exc:
+        common.fail('%s: install the dashboards extra '
+                    '(pip install "nova-adaptive-paging[dashboards]")' % exc)
+    click.echo('wrote %s' % out)

@@ -1,0 +1,59 @@
+"""The Grafana dashboards generated with grafana-foundation-sdk."""
+
+import json
+import os
+import re
+
+from nova_adaptive_paging.telemetry import dashboards
+from nova_adaptive_paging.telemetry import metrics
+from nova_adaptive_paging.telemetry import rules
+
+ROOT = os.path.join(os.path.dirname(__file__), '..', '..', 'dashboards')
+
+
+def _committed():
+    out = {}
+    for path in dashboards.documents():
+        with open(os.path.join(ROOT, path), encoding='utf-8') as f:
+            out[path] = json.load(f)
+    return out
+
+
+def test_five_dashboards_templated_by_datasource_generation_host_guest():
+    docs = _committed()
+    assert sorted(d['uid'] for d in docs.values()) == [
+        'nova-paging-advisory', 'nova-paging-fleet', 'nova-paging-generation',
+        'nova-paging-guest', 'nova-paging-host']
+    names = {d['uid']: [v['name'] for v in d['templating']['list']]
+             for d in docs.values()}
+    assert names['nova-paging-fleet'] == ['datasource', 'generation']
+    assert names['nova-paging-guest'] == ['datasource', 'generation', 'host',
+                                          'instance']
+    for doc in docs.values():
+        for panel in doc['panels']:
+            if panel['type'] == 'row':
+                continue
+            assert panel['targets'], panel['title']
+            for target in panel['targets']:
+                assert target['datasource']['uid'] == '${datasource}'
+
+
+def test_the_host_and_guest_dashboards_mark_switches():
+    docs = _committed()
+    for uid in ('nova-paging-host', 'nova-paging-guest'):
+        doc = docs['grafana/%s.json' % uid]
+        assert [a['name'] for a in doc['annotations']['list']] == [
+            'Mode switches']
+
+
+def test_the_queries_name_only_defined_metrics_and_recorded_rules():
+    recorded = set(rules.RECORDED)
+    known = set(metrics.BY_NAME) | recorded | {
+        m.name + suffix for m in metrics.ALL
+        if m.kind == metrics.HISTOGRAM for suffix in ('_bucket',)}
+    for doc in _committed().values():
+        for title, expr in dashboards.queries(doc):
+            named = {t for t in re.findall(r'[A-Za-z_:][A-Za-z0-9_:]*', expr)
+                     if 'nova_paging' in t}
+            assert named, (title, expr)
+            assert named <= known, (title, named - known)
