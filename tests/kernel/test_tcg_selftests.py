@@ -181,14 +181,15 @@ def test_the_agent_applies_each_flavor_on_the_patched_kernel(guests):
     assert {labels['collector'] for labels, value in success
             if value == 1} == {'guests', 'host', 'agent'}, report
     assert all(value == 1 for _, value in success), report
-    info = {labels['instance']: labels for labels, value in samples(
+    uuid = metrics.GUEST_LABEL
+    info = {labels[uuid]: labels for labels, value in samples(
         lines, metrics.GUEST_INFO.name) if value == 1}
     for name, instance in AGENT['guests'].items():
         assert info[instance]['domain'] == name, report
         assert info[instance]['policy'] == \
             AGENT['expect'][name]['policy'], report
         assert info[instance]['source'] == 'flavor', report
-    modes = {(labels['instance'], labels['mode']): value
+    modes = {(labels[uuid], labels['mode']): value
              for labels, value in samples(lines, metrics.GUEST_MODE.name)}
     assert modes[(AGENT['guests'][shadow], vocabulary.SHADOW)] == 1, report
     (host,) = samples(lines, metrics.HOST_INFO.name)
