@@ -168,7 +168,9 @@ class Collector:
                          str(bool(caps and caps.switching)).lower()], 1)
         prof = family(M.PROFILE_INFO)
         prof.add_metric([profile.generation, profile.provenance.method,
-                         str(profile.provenance.obtained), source], 1)
+                         str(profile.provenance.obtained), source,
+                         str(profile.history_samples),
+                         str(profile.interval_s)], 1)
         out = [info, prof]
         limits = family(M.PROFILE_THRESHOLD)
         for name, value in profile.to_dict()['thresholds'].items():

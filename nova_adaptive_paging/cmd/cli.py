@@ -10,6 +10,7 @@ from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging.cmd import flavor
 from nova_adaptive_paging.cmd import host
+from nova_adaptive_paging.cmd import profile
 from nova_adaptive_paging.cmd import sim_host
 from nova_adaptive_paging.cmd import simulate
 from nova_adaptive_paging.cmd import switch_cost
@@ -191,6 +192,7 @@ main.add_command(simulate.calibrate)
 main.add_command(sim_host.sim_host)
 main.add_command(sim_host.sim_vm)
 main.add_command(telemetry.telemetry_group)
+main.add_command(profile.profile)
 
 if __name__ == '__main__':
     main()

@@ -130,7 +130,8 @@ HOST_INFO = _m('host_info', GAUGE, 'Always 1: what this host is (CPU '
                ('generation', 'abi_version', 'switching'))
 PROFILE_INFO = _m('profile_info', GAUGE, 'Always 1: the threshold profile '
                   'in force on this host and its provenance.',
-                  ('generation', 'method', 'obtained', 'file'))
+                  ('generation', 'method', 'obtained', 'file', 'history',
+                   'interval_s'))
 SAMPLED_FTLB = _m('sampled_ftlb', HISTOGRAM, 'FTLB of the guests\' samples '
                   'on this host, by the mode they ran in.', ('mode',))
 SAMPLED_FPF = _m('sampled_fpf', HISTOGRAM, 'FPF of the guests\' samples on '

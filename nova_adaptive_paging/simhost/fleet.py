@@ -1,0 +1,195 @@
+"""A simulated fleet on a modeled clock: hosts of several CPU
+generations, each with its guests and one real agent (in process, real
+libvirt test driver), scraped every ``scrape_s`` modeled seconds into
+OpenMetrics text that ``promtool tsdb create-blocks-from openmetrics``
+loads into a real Prometheus.  A test and benchmark fixture: every
+figure is modeled.
+"""
+
+import dataclasses
+import os
+
+from oslo_config import cfg
+from prometheus_client.core import CollectorRegistry
+
+from nova_adaptive_paging.agent import collector
+from nova_adaptive_paging.agent import service
+from nova_adaptive_paging.conf import adaptive_paging as ap_conf
+from nova_adaptive_paging.conf import agent as agent_conf
+from nova_adaptive_paging.conf import nova as nova_conf
+from nova_adaptive_paging.conf import placement as placement_conf
+from nova_adaptive_paging import profiles
+from nova_adaptive_paging.simhost import host as simhost
+from nova_adaptive_paging.telemetry import queries as Q
+
+AGENT_PORT = 9118
+
+
+class Clock:
+    """The fleet's modeled time (ns), shared by its hosts."""
+
+    def __init__(self):
+        self.ns = 0
+
+    def __call__(self):
+        return self.ns
+
+
+@dataclasses.dataclass
+class Member:
+    name: str
+    sim: object
+    agent: object
+    registry: object
+
+
+def agent_conf_for(root, uri, default='hap'):
+    conf = cfg.ConfigOpts()
+    for module in (ap_conf, agent_conf, nova_conf, placement_conf):
+        module.register_opts(conf)
+    conf([], default_config_files=[])
+    conf.set_override('host_root', root, 'adaptive_paging')
+    conf.set_override('libvirt_uri', uri, 'adaptive_paging')
+    conf.set_override('default_policy', default, 'adaptive_paging')
+    conf.set_override('profile_dirs', [os.path.join(root, 'profiles')],
+                      'adaptive_paging')
+    return conf
+
+
+class Fleet:
+    def __init__(self, root):
+        self.root = root
+        self.clock = Clock()
+        self.members = []
+
+    def add_host(self, name, hardware, generation, vm_specs, profile=None):
+        root = os.path.join(self.root, name)
+        os.makedirs(os.path.join(root, 'profiles'), exist_ok=True)
+        sim = simhost.SimHost(root, hardware, profile or profiles.builtin(),
+                              clock=self.clock)
+        for spec in vm_specs:
+            sim.start_vm(spec)
+        agent = service.Agent(agent_conf_for(root, sim.libvirt_uri),
+                              generation, transport=sim.model)
+        registry = CollectorRegistry()
+        registry.register(collector.Collector(agent))
+        self.members.append(Member(name, sim, agent, registry))
+        return self.members[-1]
+
+    def run(self, seconds, agent_interval_s=5, scrape_s=60, epoch=0.0,
+            sink=None):
+        """Advance every host ``seconds`` of modeled time; each agent
+        samples every ``agent_interval_s`` and is scraped every
+        ``scrape_s`` (``sink(text)`` gets the OpenMetrics lines)."""
+        for m in self.members:
+            m.agent.reconcile()
+        step = int(agent_interval_s * 1e9)
+        end = self.clock.ns + int(seconds * 1e9)
+        next_scrape = self.clock.ns
+        while self.clock.ns < end:
+            self.clock.ns += step
+            for m in self.members:
+                m.sim.tick()
+                m.agent.sample()
+            if sink is not None and self.clock.ns >= next_scrape:
+                stamp = epoch + self.clock.ns / 1e9
+                for m in self.members:
+                    sink(scrape_lines(m, stamp))
+                next_scrape += int(scrape_s * 1e9)
+
+
+def scrape_lines(member, stamp):
+    """One scrape of ``member``'s agent as OpenMetrics samples with the
+    labels Prometheus adds (job, instance) and a timestamp."""
+    target = {'job': Q.AGENT_JOB,
+              Q.HOST: '%s:%d' % (member.name, AGENT_PORT)}
+    out = []
+    for fam in member.registry.collect():
+        for s in fam.samples:
+            if s.name.endswith('_created'):
+                continue
+            labels = dict(s.labels)
+            labels.update(target)
+            body = ','.join('%s="%s"' % (k, _escape(str(v)))
+                            for k, v in sorted(labels.items()))
+            line = '%s{%s} %r %.3f' % (s.name, body, float(s.value), stamp)
+            out.append((s.name, line))
+    up = ','.join('%s="%s"' % kv for kv in sorted(target.items()))
+    out.append(('up', 'up{%s} 1 %.3f' % (up, stamp)))
+    return out
+
+
+def _escape(value):
+    return value.replace('\\', '\\\\').replace('"', '\\"').replace(
+        '\n', '\\n')
+
+
+def openmetrics(scrapes):
+    """OpenMetrics text of scrape_lines() batches: each series name a
+    family of its own (type unknown), samples in time order."""
+    by_name = {}
+    for batch in scrapes:
+        for name, line in batch:
+            by_name.setdefault(name, []).append(line)
+    parts = []
+    for name in sorted(by_name):
+        parts.append('# TYPE %s unknown\n' % name)
+        parts.extend(line + '\n' for line in by_name[name])
+    parts.append('# EOF\n')
+    return ''.join(parts)
+
+
+def truths():
+    """The simulated generations' true cost profiles (modeled)."""
+    from nova_adaptive_paging.costmodel import hardware
+    here = os.path.join(os.path.dirname(__file__), 'data', 'fleet')
+    return [hardware.resolve(os.path.join(here, name))
+            for name in sorted(os.listdir(here)) if name.endswith('.yaml')]
+
+
+# Each host's guests: (flavor's hw:paging, shipped trace).  Fixed-policy
+# guests give the per-event costs (faults paid in shadow, walks in hap);
+# adaptive guests on phase-changing traces switch.
+GUESTS = (('shadow', 'fork-exec'), ('hap', 'mcf'),
+          ('adaptive', 'phases-tlb-fault'), ('adaptive', 'phases-irregular'),
+          ('adaptive', 'libquantum-bursts'), ('adaptive', 'gcc'))
+
+
+def build(root, hosts_per_generation=2, guests=GUESTS):
+    """A :class:`Fleet` of every truth() generation."""
+    from nova_adaptive_paging.costmodel import traces
+    shipped = traces.builtin()
+    fleet = Fleet(root)
+    for hw in truths():
+        for h in range(hosts_per_generation):
+            name = '%s-%d' % (hw.generation, h + 1)
+            specs = [simhost.VmSpec(
+                '%s-vm%d' % (name, i + 1), shipped[trace],
+                {'hw:paging': policy}, flavor='m1.%s' % policy)
+                for i, (policy, trace) in enumerate(guests)]
+            fleet.add_host(name, hw, hw.generation, specs)
+    return fleet
+
+
+def main(argv=None):
+    """``python -m nova_adaptive_paging.simhost.fleet OUT SECONDS END
+    [HOSTS]``: simulate, write OUT in OpenMetrics with the last scrape
+    at END (Unix time).  A process of its own: the agents run libvirt's
+    event loop in threads, which eventlet-patched test processes (Nova's
+    functional framework) cannot host."""
+    import sys
+    import tempfile
+    args = (argv or sys.argv)[1:]
+    out, seconds, end = args[0], float(args[1]), float(args[2])
+    hosts = int(args[3]) if len(args) > 3 else 2
+    with tempfile.TemporaryDirectory() as root:
+        fleet = build(root, hosts)
+        scrapes = []
+        fleet.run(seconds, scrape_s=30, epoch=end - seconds,
+                  sink=scrapes.append)
+    with open(out, 'w', encoding='utf-8') as f:
+        f.write(openmetrics(scrapes))
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,72 @@
+"""A small client of the Prometheus HTTP API (``/api/v1/query``).
+
+Any PromQL endpoint answers it (Prometheus, Thanos Query, Mimir,
+VictoriaMetrics).  Errors become :class:`PrometheusError`, one line that
+names the URL and what went wrong.
+"""
+
+import math
+import re
+
+import requests
+
+from nova_adaptive_paging import exception
+
+
+class PrometheusError(exception.Error):
+    pass
+
+
+class Client:
+    def __init__(self, url, timeout=60.0, session=None):
+        self.url = url.rstrip('/')
+        self.timeout = timeout
+        self.session = session or requests.Session()
+
+    def query(self, expr, time=None):
+        """Instant vector: [(labels dict, float)], NaN samples dropped."""
+        params = {'query': expr}
+        if time is not None:
+            params['time'] = '%.3f' % time
+        where = '--prometheus %s' % self.url
+        try:
+            resp = self.session.post(self.url + '/api/v1/query', data=params,
+                                     timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise PrometheusError('%s: cannot reach it: %s'
+                                  % (where, _reason(exc)))
+        try:
+            doc = resp.json()
+        except ValueError:
+            raise PrometheusError('%s: HTTP %d, not a Prometheus API answer'
+                                  % (where, resp.status_code))
+        if doc.get('status') != 'success':
+            raise PrometheusError('%s: the query failed (%s: %s): %s'
+                                  % (where, doc.get('errorType', 'error'),
+                                     doc.get('error', 'no reason given'),
+                                     _short(expr)))
+        data = doc.get('data') or {}
+        if data.get('resultType') != 'vector':
+            raise PrometheusError('%s: expected an instant vector, got %r'
+                                  % (where, data.get('resultType')))
+        out = []
+        for item in data.get('result', ()):
+            value = float(item['value'][1])
+            if not math.isnan(value):
+                out.append((item['metric'], value))
+        return out
+
+
+def _reason(exc):
+    # requests nests the socket error in a long repr: keep its message.
+    text = str(exc)
+    found = re.search(r'\[Errno -?\d+\] ([^"\')]+)', text)
+    if found:
+        return found.group(1)
+    if isinstance(exc, requests.Timeout):
+        return 'timed out'
+    return text
+
+
+def _short(expr, limit=120):
+    return expr if len(expr) <= limit else expr[:limit] + '...'

@@ -1,0 +1,183 @@
+"""Thresholds per CPU generation from fleet telemetry.
+
+For each generation (:mod:`nova_adaptive_paging.telemetry.fleet` reads
+its aggregates):
+
+1. **Per-event costs**, as the agile-paging paper's Table IV estimates
+   them: overhead time over events.  The kernel's shadow-maintenance
+   time over the page faults sampled in shadow mode is what a fault
+   costs shadow paging over hap; its nested-walk time over the TLB
+   misses sampled in hap mode is what a miss costs hap over shadow; the
+   switching time over the switches is a switch's mean cost.
+2. **A cost profile**: the generation's shipped hardware profile (or the
+   fallback's) with those three replaced; what telemetry cannot see (CR3
+   write costs, instruction rate, working set, the split between the two
+   switch directions) stays the shipped profile's, and the report says
+   so.
+3. **Thresholds**: :func:`.calibrate.calibrate`, the same search as
+   ``nova-paging calibrate``, on that cost profile.
+4. **The change**: the active and the new thresholds replayed with the
+   evaluator on the held-out traces under the estimated costs.
+
+A generation without enough data gets no profile, only the reason.
+"""
+
+import dataclasses
+import datetime
+
+from nova_adaptive_paging.costmodel import hardware as costhw
+from nova_adaptive_paging import dsp
+from nova_adaptive_paging import exception
+from nova_adaptive_paging import profiles
+from nova_adaptive_paging.tuning import assess
+from nova_adaptive_paging.tuning import calibrate
+from nova_adaptive_paging import vocabulary
+
+# Below these, an estimate is noise: a generation needs this many events
+# of each kind in the mode that pays for them, and this many samples.
+MIN_FAULTS = 10000
+MIN_MISSES = 1000000
+MIN_SWITCHES = 10
+MIN_SAMPLES = 500
+
+
+class ProfilerError(exception.Error):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Costs:
+    """Estimated extra costs per event (seconds)."""
+    fault_s: float        # a guest page fault, shadow over hap
+    miss_s: float         # a TLB miss, hap over shadow
+    switch_s: float       # one switch, either direction (mean)
+
+
+@dataclasses.dataclass
+class Result:
+    generation: str
+    telemetry: object                 # fleet.Generation
+    reason: str = None                # set: too little data, no profile
+    costs: Costs = None
+    hardware: object = None           # the estimated cost profile
+    base: object = None               # the shipped one it started from
+    profile: object = None            # profiles.Profile, new
+    active: object = None             # profiles.Profile, in force
+    new_summary: object = None        # assess.Summary on held-out traces
+    active_summary: object = None
+    new_scores: list = None
+    active_scores: list = None
+
+    @property
+    def ok(self):
+        return self.reason is None
+
+
+def estimate(g):
+    """:class:`Costs` from one generation's telemetry, or a reason why
+    there is too little data (str)."""
+    faults = g.events[vocabulary.SHADOW]['page_faults']
+    misses = g.events[vocabulary.HAP]['tlb_misses']
+    lacking = []
+    if g.samples < MIN_SAMPLES:
+        lacking.append('%d samples (needs %d)' % (g.samples, MIN_SAMPLES))
+    if faults < MIN_FAULTS or g.shadow_maint_s <= 0:
+        lacking.append('%d page faults sampled in shadow mode with %.3g s '
+                       'of shadow maintenance (needs %d faults and some '
+                       'time)' % (faults, g.shadow_maint_s, MIN_FAULTS))
+    if misses < MIN_MISSES or g.hap_walk_s <= 0:
+        lacking.append('%d TLB misses sampled in hap mode with %.3g s of '
+                       'nested walks (needs %d misses; the kernel reports '
+                       'walk time only where the PMU counts it)'
+                       % (misses, g.hap_walk_s, MIN_MISSES))
+    if g.switches < MIN_SWITCHES:
+        lacking.append('%d switches (needs %d)' % (g.switches,
+                                                   MIN_SWITCHES))
+    if lacking:
+        return '; '.join(lacking)
+    return Costs(fault_s=g.shadow_maint_s / faults,
+                 miss_s=g.hap_walk_s / misses,
+                 switch_s=g.switching_s / g.switches)
+
+
+def cost_profile(base, costs, generation):
+    """``base`` with the estimated costs in place (see the module doc)."""
+    hap, shadow = vocabulary.HAP, vocabulary.SHADOW
+    events = {m: dict(base.event_cost_ns[m]) for m in vocabulary.MODES}
+    events[hap]['tlb_miss'] = (base.event_cost_ns[shadow]['tlb_miss']
+                               + costs.miss_s * 1e9)
+    events[shadow]['page_fault'] = (base.event_cost_ns[hap]['page_fault']
+                                    + costs.fault_s * 1e9)
+    ws = base.reference_working_set_mib
+    base_mean = (base.switch_s(shadow, ws) + base.switch_s(hap, ws)) / 2
+    scale = costs.switch_s / base_mean if base_mean > 0 else 1.0
+    switches = {k: v * scale for k, v in base.switch_cost_ns.items()}
+    return dataclasses.replace(
+        base, name='%s (profiled)' % generation,
+        description='Estimated from fleet telemetry, on %s' % base.name,
+        event_cost_ns=events, switch_cost_ns=switches,
+        generation=generation)
+
+
+def _active(g, fallback):
+    """The profile in force on the generation's hosts, as a Profile."""
+    if not g.thresholds or g.history is None:
+        return fallback
+    try:
+        values = dsp.Thresholds(**{
+            k: profiles.to_milli(round(g.thresholds[k], 3))
+            for k in dsp.Thresholds.FIELDS})
+    except (KeyError, ValueError):
+        return fallback
+    return profiles.Profile(g.key, values, g.history, g.interval_s,
+                            profiles.Provenance(method='manual',
+                                                source='in force'))
+
+
+def profile_generation(g, window, url, traces=None):
+    """A :class:`Result` for one generation's telemetry."""
+    result = Result(g.key, g)
+    costs = estimate(g)
+    if isinstance(costs, str):
+        result.reason = costs
+        return result
+    base = costhw.for_generation(g.key)
+    hw = cost_profile(base, costs, g.key)
+    try:
+        new, report = calibrate.calibrate(
+            hw, traces or calibrate.tuning_traces(), generation=g.key)
+    except ValueError as exc:      # break-even needs positive differences
+        result.reason = str(exc)
+        return result
+    confidence = _confidence(g)
+    source = ('nova-paging profile, %s over %s: %d hosts, %d guests, %d '
+              'samples; estimated extra cost per page fault in shadow mode '
+              '%.4g us, per TLB miss in hap mode %.4g ns, per switch %.4g '
+              'us (%s); other costs from hardware profile %s (modeled); '
+              'calibrated as nova-paging calibrate: interval %d s, history '
+              '%d' % (url, window, g.hosts, g.guests, g.samples,
+                      costs.fault_s * 1e6, costs.miss_s * 1e9,
+                      costs.switch_s * 1e6, confidence, base.name,
+                      report['interval_s'], report['history']))
+    result.profile = dataclasses.replace(
+        new, provenance=profiles.Provenance(
+            method='profiled', source=source,
+            obtained=datetime.date.today().isoformat(), hosts=g.hosts,
+            samples=int(g.samples)))
+    result.costs, result.hardware, result.base = costs, hw, base
+    result.active = _active(g, profiles.builtin())
+    held_out = calibrate.held_out_traces()
+    result.new_scores, result.new_summary = assess.assess(
+        hw, result.profile, held_out)
+    result.active_scores, result.active_summary = assess.assess(
+        hw, result.active, held_out)
+    return result
+
+
+def _confidence(g):
+    parts = []
+    for name, cv in (('fault cost', g.fault_cost_spread),
+                     ('miss cost', g.miss_cost_spread)):
+        if cv is not None and g.hosts > 1:
+            parts.append('%s spread %.0f %% across hosts' % (name, cv * 100))
+    return ', '.join(parts) or 'one host: no spread'
