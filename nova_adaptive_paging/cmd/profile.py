@@ -5,15 +5,14 @@ import datetime
 import os
 import re
 import sys
-import tempfile
 import time
 
 import click
 
 from nova_adaptive_paging.cmd import common
-from nova_adaptive_paging.telemetry import fleet
 from nova_adaptive_paging.telemetry import prometheus_api
 from nova_adaptive_paging.tuning import profiler
+from nova_adaptive_paging.tuning import report
 
 DURATION = re.compile(r'^([0-9]+(ms|s|m|h|d|w|y))+$')
 
@@ -65,42 +64,21 @@ def profile(url, window, generations, out, until, timeout):
     data is reported, never guessed.  Every replay is modeled."""
     at = time.time() if until is None else until
     client = prometheus_api.Client(url, timeout)
-    seen = fleet.read(client, window, at)
-    if not seen:
-        common.fail('--prometheus %s: no nova-paging host reported over '
-                    'the last %s (is it scraping the agents, job '
-                    '"nova-paging-agent"?)' % (url, window))
-    wanted = list(generations) or sorted(seen)
-    results = []
-    for key in wanted:
-        if key not in seen:
-            results.append(profiler.Result(key, fleet.Generation(key),
-                                           reason='no host of this '
-                                           'generation reported over the '
-                                           'last %s' % window))
-            continue
-        results.append(profiler.profile_generation(seen[key], window, url))
+    results = profiler.profile_fleet(client, window, at, url, generations)
     try:
-        from nova_adaptive_paging.tuning import report
-        page, pngs = report.render(results, window, url)
+        page = report.write(out, results, window, url)
     except ImportError as exc:
         common.fail('the report needs matplotlib (%s): pip install '
                     '"nova-adaptive-paging[sim]"' % exc)
-    files = {'report.html': page.encode()}
-    files.update(pngs)
     for r in results:
-        if r.ok:
-            files['%s.yaml' % r.generation] = r.profile.dump().encode()
-    _write_all(out, files)
-    for r in results:
-        click.echo(_line(r, out))
-    click.echo('report: %s' % os.path.join(out, 'report.html'))
+        click.echo(line(r, out))
+    click.echo('report: %s' % page)
     failed = [r for r in results if not r.ok]
     if not any(r.ok for r in results) or (generations and failed):
         sys.exit(1)
 
 
-def _line(r, out):
+def line(r, out):
     g = r.telemetry
     head = '%s: %d hosts, %d guests, %d samples' % (
         r.generation, g.hosts, g.guests, g.samples)
@@ -121,19 +99,3 @@ def _line(r, out):
                r.active_summary.worst_regret * 100,
                r.new_summary.worst_regret * 100,
                os.path.join(out, '%s.yaml' % r.generation)))
-
-
-def _write_all(out, files):
-    """All files or none: staged in OUT, then renamed into place."""
-    os.makedirs(out, exist_ok=True)
-    stage = tempfile.mkdtemp(prefix='.nova-paging-profile-', dir=out)
-    try:
-        for name, data in files.items():
-            with open(os.path.join(stage, name), 'wb') as f:
-                f.write(data)
-        for name in files:
-            os.replace(os.path.join(stage, name), os.path.join(out, name))
-    finally:
-        for name in os.listdir(stage):
-            os.unlink(os.path.join(stage, name))
-        os.rmdir(stage)

@@ -12,6 +12,7 @@ import os
 from oslo_config import cfg
 from prometheus_client.core import CollectorRegistry
 
+from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.agent import collector
 from nova_adaptive_paging.agent import service
 from nova_adaptive_paging.conf import adaptive_paging as ap_conf
@@ -56,25 +57,70 @@ def agent_conf_for(root, uri, default='hap'):
     return conf
 
 
+class StockTransport:
+    """The simulated host as a stock kernel: KVM without the switching
+    interface (no ``paging_switch_abi``), so its agent only advises."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def read(self, rel):
+        if rel.endswith(spec.PARAM_ABI):
+            raise FileNotFoundError(2, 'No such file', rel)
+        return self.model.read(rel)
+
+
+class TraceCounters:
+    """Stands in for perf.GuestCounters (guest-only hardware counters),
+    which no machine here has: the simulated guest's own cumulative
+    instructions and TLB misses."""
+
+    def __init__(self, sim, pid):
+        self.vm = [v for v in sim.vms.values() if str(v.pid) == str(pid)][0]
+
+    def read(self):
+        return self.vm.counters()[:2]
+
+    def close(self):
+        pass
+
+
 class Fleet:
     def __init__(self, root):
         self.root = root
         self.clock = Clock()
         self.members = []
 
-    def add_host(self, name, hardware, generation, vm_specs, profile=None):
+    def add_host(self, name, hardware, generation, vm_specs, profile=None,
+                 stock=False):
         root = os.path.join(self.root, name)
         os.makedirs(os.path.join(root, 'profiles'), exist_ok=True)
         sim = simhost.SimHost(root, hardware, profile or profiles.builtin(),
                               clock=self.clock)
-        for spec in vm_specs:
-            sim.start_vm(spec)
-        agent = service.Agent(agent_conf_for(root, sim.libvirt_uri),
-                              generation, transport=sim.model)
+        for vm_spec in vm_specs:
+            sim.start_vm(vm_spec)
+        if stock:
+            agent = service.Agent(
+                agent_conf_for(root, sim.libvirt_uri), generation,
+                transport=StockTransport(sim.model),
+                counters=lambda pid: TraceCounters(sim, pid))
+        else:
+            agent = service.Agent(agent_conf_for(root, sim.libvirt_uri),
+                                  generation, transport=sim.model)
         registry = CollectorRegistry()
         registry.register(collector.Collector(agent))
         self.members.append(Member(name, sim, agent, registry))
         return self.members[-1]
+
+    def step(self, seconds):
+        """``seconds`` of modeled time, then one read by every agent."""
+        self.clock.ns += int(seconds * 1e9)
+        for m in self.members:
+            m.sim.tick()
+            m.agent.sample()
 
     def run(self, seconds, agent_interval_s=5, scrape_s=60, epoch=0.0,
             sink=None):
@@ -83,14 +129,10 @@ class Fleet:
         ``scrape_s`` (``sink(text)`` gets the OpenMetrics lines)."""
         for m in self.members:
             m.agent.reconcile()
-        step = int(agent_interval_s * 1e9)
         end = self.clock.ns + int(seconds * 1e9)
         next_scrape = self.clock.ns
         while self.clock.ns < end:
-            self.clock.ns += step
-            for m in self.members:
-                m.sim.tick()
-                m.agent.sample()
+            self.step(agent_interval_s)
             if sink is not None and self.clock.ns >= next_scrape:
                 stamp = epoch + self.clock.ns / 1e9
                 for m in self.members:
@@ -155,8 +197,9 @@ GUESTS = (('shadow', 'fork-exec'), ('hap', 'mcf'),
           ('adaptive', 'libquantum-bursts'), ('adaptive', 'gcc'))
 
 
-def build(root, hosts_per_generation=2, guests=GUESTS):
-    """A :class:`Fleet` of every truth() generation."""
+def build(root, hosts_per_generation=2, guests=GUESTS, advisory=0):
+    """A :class:`Fleet` of every truth() generation, and ``advisory``
+    stock-kernel hosts of the first one (their agents only advise)."""
     from nova_adaptive_paging.costmodel import traces
     shipped = traces.builtin()
     fleet = Fleet(root)
@@ -168,6 +211,15 @@ def build(root, hosts_per_generation=2, guests=GUESTS):
                 {'hw:paging': policy}, flavor='m1.%s' % policy)
                 for i, (policy, trace) in enumerate(guests)]
             fleet.add_host(name, hw, hw.generation, specs)
+    hw = truths()[0]
+    for h in range(advisory):
+        name = '%s-stock-%d' % (hw.generation, h + 1)
+        specs = [simhost.VmSpec(
+            '%s-vm%d' % (name, i + 1), shipped[trace],
+            {'hw:paging': 'adaptive'}, flavor='m1.adaptive', balloon=True,
+            guest_faults=False)
+            for i, trace in enumerate(('phases-tlb-fault', 'mcf'))]
+        fleet.add_host(name, hw, hw.generation, specs, stock=True)
     return fleet
 
 

@@ -199,12 +199,10 @@ def generation():
                                  'x 1e7)',
                                  *_gen_samples(M.SAMPLED_FPF, 'pf')),
                 bars('FTLB samples per bucket and mode (range)',
-                     [('sum by (le, mode) (increase(%s[$__range]))'
-                       % _in_generation('%s_bucket' % M.SAMPLED_FTLB.name),
+                     [(_bucket_sum(M.SAMPLED_FTLB, 'increase', '$__range'),
                        '{{mode}} le {{le}}')]),
                 bars('FPF samples per bucket and mode (range)',
-                     [('sum by (le, mode) (increase(%s[$__range]))'
-                       % _in_generation('%s_bucket' % M.SAMPLED_FPF.name),
+                     [(_bucket_sum(M.SAMPLED_FPF, 'increase', '$__range'),
                        '{{mode}} le {{le}}')]),
             ]),
             ('Modes and switches', [
@@ -221,10 +219,15 @@ def generation():
         ])
 
 
+def _bucket_sum(metric, function, window):
+    """A sampled histogram's buckets over the selected generations."""
+    return 'sum by (le, mode) (%s)' % _in_generation(
+        '%s(%s_bucket[%s])' % (function, metric.name, window))
+
+
 def _gen_samples(metric, prefix):
-    sampled = [('histogram_quantile(0.5, sum by (le, mode) (rate(%s[10m])))'
-                % _in_generation('%s_bucket' % metric.name),
-                'median {{mode}}')]
+    sampled = [('histogram_quantile(0.5, %s)'
+                % _bucket_sum(metric, 'rate', '10m'), 'median {{mode}}')]
     limits = [('max by (threshold) (%s)' % _in_generation(
         '%s{threshold=~"%s_.*"}' % (M.PROFILE_THRESHOLD.name, prefix)),
         '{{threshold}} threshold')]

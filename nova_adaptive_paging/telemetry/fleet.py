@@ -68,8 +68,9 @@ def read(client, window, at, generations=None):
             gens[key] = Generation(key)
         return gens[key]
 
-    for (key,), n in _one(client, Q.per_generation_hosts(window),
-                          at).items():
+    # Hosts that can switch: advisory ones report no kernel counters.
+    for (key,), n in _one(client, Q.per_generation_hosts(
+            window, switching='true'), at).items():
         gen(key).hosts = int(n)
     for (key,), n in _one(client, Q.per_generation_guests(window),
                           at).items():

@@ -181,3 +181,32 @@ def _confidence(g):
         if cv is not None and g.hosts > 1:
             parts.append('%s spread %.0f %% across hosts' % (name, cv * 100))
     return ', '.join(parts) or 'one host: no spread'
+
+
+def profile_fleet(client, window, at, url, generations=()):
+    """A :class:`Result` per generation seen (or asked for); raises
+    ProfilerError when no host reported at all."""
+    from nova_adaptive_paging.telemetry import fleet
+    seen = fleet.read(client, window, at)
+    if not seen:
+        raise ProfilerError(
+            '--prometheus %s: no nova-paging host reported over the last %s '
+            '(is it scraping the agents, job "nova-paging-agent"?)'
+            % (url, window))
+    results = []
+    for key in list(generations) or sorted(seen):
+        if key not in seen:
+            results.append(Result(key, fleet.Generation(key), reason=(
+                'no host of this generation reported over the last %s'
+                % window)))
+        else:
+            results.append(profile_generation(seen[key], window, url))
+    return results
+
+
+def held_out_gain(result):
+    """Mean modeled gain of the new thresholds over the active ones on
+    the held-out traces (share of the better static mode's time)."""
+    active = {s.trace: s.regret for s in result.active_scores}
+    gains = [active[s.trace] - s.regret for s in result.new_scores]
+    return sum(gains) / len(gains)

@@ -8,6 +8,8 @@ figure built from the cost model says it is modeled.
 
 import html
 import io
+import os
+import tempfile
 
 from nova_adaptive_paging.costmodel import plot
 from nova_adaptive_paging import profiles
@@ -160,3 +162,27 @@ def render(results, window, url):
             'left}img{display:block;margin:1em 0}</style></head><body>%s'
             '</body></html>\n' % '\n'.join(body))
     return page, pngs
+
+
+def write(out, results, window, url):
+    """The report, its plots and a profile per generation with one,
+    into ``out``: all or nothing (staged there, then renamed)."""
+    page, pngs = render(results, window, url)
+    files = {'report.html': page.encode()}
+    files.update(pngs)
+    for r in results:
+        if r.ok:
+            files['%s.yaml' % r.generation] = r.profile.dump().encode()
+    os.makedirs(out, exist_ok=True)
+    stage = tempfile.mkdtemp(prefix='.nova-paging-profile-', dir=out)
+    try:
+        for name, data in files.items():
+            with open(os.path.join(stage, name), 'wb') as f:
+                f.write(data)
+        for name in files:
+            os.replace(os.path.join(stage, name), os.path.join(out, name))
+    finally:
+        for name in os.listdir(stage):
+            os.unlink(os.path.join(stage, name))
+        os.rmdir(stage)
+    return os.path.join(out, 'report.html')

@@ -46,6 +46,7 @@ from nova_adaptive_paging.costmodel import traces
 from nova_adaptive_paging import placement
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.simhost import host as simhost
+from nova_adaptive_paging.simhost import fleet as simfleet
 from nova_adaptive_paging.telemetry import metrics
 from nova_adaptive_paging import vocabulary
 
@@ -788,30 +789,12 @@ def test_a_bad_web_config_is_one_line_naming_the_key(tmp_path, text, key):
 
 
 # -- advisory mode on a host without the switching patch --------------------
-class TraceCounters:
-    """Stands in for perf.GuestCounters (guest-only hardware counters),
-    which no machine here has (no PMU under emulation): it reads the
-    simulated guest's own cumulative instructions and TLB misses."""
-
-    def __init__(self, sim, pid):
-        self.vm = [v for v in sim.vms.values() if str(v.pid) == str(pid)][0]
-
-    def read(self):
-        return self.vm.counters()[:2]
-
-    def close(self):
-        pass
+TraceCounters = simfleet.TraceCounters
 
 
 def stock_kernel(agent):
     """The simulated host as a stock kernel: no paging_switch_abi."""
-    real = agent.transport.model.read
-
-    def read(rel):
-        if rel.endswith(spec.PARAM_ABI):
-            raise FileNotFoundError(2, 'No such file', rel)
-        return real(rel)
-    agent.transport.read = read
+    agent.transport = simfleet.StockTransport(agent.transport)
 
 
 def test_advisory_mode_says_what_adaptive_would_do(sim):

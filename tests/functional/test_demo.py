@@ -1,0 +1,126 @@
+"""``nova-paging demo`` end to end: a simulated fleet with real agents
+and a real Prometheus (Debian's package) running the shipped rules; every
+dashboard panel's query returns data there; Ctrl-C stops everything, and
+a second run beside the first does not collide with it."""
+
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import requests
+
+from nova_adaptive_paging.telemetry import dashboards
+from nova_adaptive_paging.telemetry import metrics
+from tests.functional import prometheus
+
+ROOT = os.path.join(os.path.dirname(__file__), '..', '..')
+
+
+def start_demo(workdir, minutes):
+    proc = subprocess.Popen(
+        [sys.executable, '-W', 'ignore', '-m', 'nova_adaptive_paging.cmd.cli',
+         'demo', '--minutes', str(minutes), '--workdir', str(workdir),
+         '--keep-running'],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip('\n'))
+        if line.startswith('running; Ctrl-C'):
+            url = [x.split()[2] for x in lines
+                   if x.startswith('Prometheus UI:')][0]
+            return proc, url, lines
+    proc.kill()
+    raise AssertionError('the demo did not come up:\n' + '\n'.join(lines))
+
+
+def stop_demo(proc):
+    proc.send_signal(signal.SIGINT)
+    proc.wait(60)
+    return proc.returncode
+
+
+def query(url, expr):
+    resp = requests.post(url + '/api/v1/query', data={'query': expr},
+                         timeout=30).json()
+    assert resp['status'] == 'success', (expr, resp)
+    return resp['data']['result']
+
+
+def fill(expr, **values):
+    """The dashboard's template variables as Grafana fills them."""
+    expr = expr.replace('$__rate_interval', '1m').replace('$__range', '5m')
+    for name in ('generation', 'host', 'instance'):
+        expr = expr.replace('$' + name, values.get(name, '.*'))
+    assert '$' not in expr.replace('$1', ''), expr
+    return expr
+
+
+def test_the_demo_fills_every_dashboard_and_stops_cleanly(tmp_path):
+    prometheus.binaries()
+    proc, url, lines = start_demo(tmp_path / 'one', 1.5)
+    second = None
+    try:
+        out = '\n'.join(lines)
+        assert 'MODELED' in out
+        for generation in ('amd-zen3', 'intel-icelake-server',
+                           'intel-skylake-server'):
+            assert re.search(r'^%s: .*wrote .*%s\.yaml$' % (
+                generation, generation), out, re.M), out
+        assert os.path.exists(tmp_path / 'one' / 'profiles' / 'report.html')
+        docs = {}
+        for path in sorted(glob.glob(os.path.join(
+                ROOT, 'dashboards', 'grafana', '*.json'))):
+            with open(path, encoding='utf-8') as f:
+                doc = json.load(f)
+            docs[doc['uid']] = doc
+        assert len(docs) == 5
+        # Every query with the variables at "All".
+        for uid, doc in docs.items():
+            for title, expr in dashboards.queries(doc):
+                assert query(url, fill(expr)), (uid, title, fill(expr))
+        # ... and with a concrete host and guest: a patched host and an
+        # adaptive guest on it; the stock host for the advisory one.
+        patched = query(url, '%s{switching="true"}' % metrics.HOST_INFO.name)
+        stock = query(url, '%s{switching="false"}' % metrics.HOST_INFO.name)
+        assert patched and stock
+        host = patched[0]['metric']
+        guests = query(url, '%s{instance="%s",policy="adaptive"}' % (
+            metrics.GUEST_INFO.name, host['instance']))
+        chosen = {
+            'nova-paging-host': dict(generation=host['generation'],
+                                     host=host['instance']),
+            'nova-paging-guest': dict(
+                generation=host['generation'], host=host['instance'],
+                instance=guests[0]['metric'][metrics.GUEST_LABEL]),
+            'nova-paging-advisory': dict(
+                generation=stock[0]['metric']['generation'],
+                host=stock[0]['metric']['instance']),
+        }
+        for uid, values in chosen.items():
+            for title, expr in dashboards.queries(docs[uid]):
+                assert query(url, fill(expr, **values)), (uid, title)
+        # A second demo beside the first: its own ports and directory.
+        second, url2, lines2 = start_demo(tmp_path / 'two', 0.5)
+        assert url2 != url
+        assert query(url, 'count(up)')[0]['value'][1] == '7'
+        assert query(url2, 'count(up)')[0]['value'][1] == '7'
+    finally:
+        for p in (second, proc):
+            if p is not None:
+                assert stop_demo(p) == 0
+    # Nothing is left running: both Prometheus servers are gone.
+    for u in (url, url2):
+        try:
+            requests.get(u + '/-/ready', timeout=2)
+        except requests.ConnectionError:
+            continue
+        raise AssertionError('%s still answers after Ctrl-C' % u)
