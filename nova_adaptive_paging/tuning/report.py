@@ -97,6 +97,17 @@ def _replay(pyplot, result):
     return _png(fig, pyplot)
 
 
+# Marks each plot rendered (data-rendered="yes") or says it is missing,
+# for the reader and for a browser test that dumps the DOM.
+_MARK_PLOTS = (
+    '<script>window.addEventListener("load",function(){'
+    'document.querySelectorAll("img").forEach(function(i){'
+    'var ok=i.complete&&i.naturalWidth>0;i.dataset.rendered=ok?"yes":"no";'
+    'if(!ok){var p=document.createElement("p");'
+    'p.textContent="plot "+i.getAttribute("src")+" failed to load";'
+    'i.after(p);}});});</script>')
+
+
 def _thresholds_row(profile):
     t = profile.to_dict()['thresholds']
     return ' '.join('%s=%s' % (k, t[k]) for k in t) + \
@@ -160,7 +171,7 @@ def render(results, window, url):
             'nova-paging profile</title><style>body{font-family:sans-serif;'
             'max-width:60em;margin:2em auto}td,th{padding:0 1em;text-align:'
             'left}img{display:block;margin:1em 0}</style></head><body>%s'
-            '</body></html>\n' % '\n'.join(body))
+            '%s</body></html>\n' % ('\n'.join(body), _MARK_PLOTS))
     return page, pngs
 
 

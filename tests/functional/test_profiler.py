@@ -2,8 +2,11 @@
 fleet's telemetry: three CPU generations whose true costs (invented,
 MODELED) are not those behind any shipped profile."""
 
+import glob
 import http.server
 import os
+import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -152,3 +155,36 @@ def test_bad_inputs_give_one_line_and_no_profile(telemetry, tmp_path):
     # A generation with too few samples for an estimate: the same.
     assert profiler.estimate(fleet.Generation('amd-zen3')).startswith('0 ')
     assert os.path.exists(tmp_path / 'd' / 'report.html')
+
+
+def browser():
+    for name in ('chromium', 'chromium-browser'):
+        path = shutil.which(name)
+        if path:
+            return path
+    if os.environ.get('NAP_REQUIRE_BROWSER'):
+        pytest.fail('chromium is missing: apt-get install chromium')
+    pytest.skip('Debian\'s chromium is not installed')
+
+
+def test_the_report_renders_every_plot_in_a_browser(telemetry, tmp_path):
+    chromium = browser()
+    url, end = telemetry
+    out = tmp_path / 'out'
+    run = nova_paging('profile', '--prometheus', url, '--range', '30m',
+                      '--until', str(end), '--out', str(out))
+    assert run.returncode == 0, run.stderr
+    page = 'file://%s' % (out / 'report.html')
+    common = [chromium, '--headless', '--no-sandbox', '--disable-gpu',
+              '--virtual-time-budget=10000',
+              '--user-data-dir=%s' % (tmp_path / 'profile')]
+    dom = subprocess.run(common + ['--dump-dom', page], capture_output=True,
+                         text=True, timeout=120).stdout
+    images = re.findall(r'<img [^>]*>', dom)
+    assert len(images) == 3 * len(glob.glob(str(out / '*.yaml'))) == 9
+    assert all('data-rendered="yes"' in img for img in images), images
+    # A screenshot to look at (kept under the test's tmp directory).
+    subprocess.run(common + ['--window-size=1000,4000',
+                             '--screenshot=%s' % (tmp_path / 'report.png'),
+                             page], capture_output=True, timeout=120)
+    print('report screenshot: %s' % (tmp_path / 'report.png'))
