@@ -52,7 +52,7 @@ def _cost_spread(client, overhead, events, window, at, **match):
         return 'sum by (%s) (increase(%s[%s]))' % (
             Q.HOST, Q.selector(metric, **m), window)
     ratio = '(%s / %s)' % (per_host(overhead), per_host(events, **match))
-    joined = Q.with_generation(ratio)
+    joined = Q.with_generation(ratio, window=window)
     expr = ('stddev by (generation) (%s) / avg by (generation) (%s)'
             % (joined, joined))
     return _one(client, expr, at)
@@ -138,7 +138,7 @@ def _read_histograms(client, gen, window, at):
         inner = 'sum by (%s, mode, le) (increase(%s_bucket[%s]))' % (
             Q.HOST, metric.name, window)
         expr = 'sum by (generation, mode, le) (%s)' % Q.with_generation(
-            inner)
+            inner, window=window)
         rows = _one(client, expr, at, ('generation', 'mode', 'le'))
         for (key, mode, le), n in rows.items():
             bound = float('inf') if le == '+Inf' else float(le)

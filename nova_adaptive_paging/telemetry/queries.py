@@ -42,12 +42,16 @@ def selector(metric, **labels):
     return '%s{%s}' % (name(metric), ','.join(matchers))
 
 
-def with_generation(expr, on=(HOST,), extra=()):
+def with_generation(expr, on=(HOST,), extra=(), window=None):
     """``expr`` with the host's generation (and ``extra`` host_info
-    labels) joined on."""
+    labels) joined on: as the host reports it now, or with ``window``
+    as it reported it at any time in that range (a host gone since still
+    counts for the range's data)."""
+    info = _host_info() if window is None else \
+        'max by (%s, generation, switching) (max_over_time(%s[%s]))' % (
+            HOST, name(M.HOST_INFO), window)
     return '%s * on (%s) group_left (%s) %s' % (
-        _paren(expr), by(*on), by('generation', *extra),
-        _host_info())
+        _paren(expr), by(*on), by('generation', *extra), info)
 
 
 def with_guest(expr, labels=('flavor',)):
@@ -79,7 +83,7 @@ def per_generation_increase(metric, window, keep=(), **match):
     inner = 'sum by (%s) (increase(%s[%s]))' % (
         by(HOST, *keep), selector(metric, **match), window)
     return 'sum by (%s) (%s)' % (by('generation', *keep),
-                                 with_generation(inner))
+                                 with_generation(inner, window=window))
 
 
 def per_generation_hosts(window, **match):
@@ -93,7 +97,8 @@ def per_generation_guests(window):
     """Distinct guests per generation seen within ``window``."""
     guests = 'max by (%s) (max_over_time(%s[%s]))' % (
         by(*GUEST), name(M.GUEST_INFO), window)
-    return 'count by (generation) (%s)' % with_generation(guests)
+    return 'count by (generation) (%s)' % with_generation(
+        guests, window=window)
 
 
 def agent_up():

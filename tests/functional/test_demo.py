@@ -124,3 +124,15 @@ def test_the_demo_fills_every_dashboard_and_stops_cleanly(tmp_path):
         except requests.ConnectionError:
             continue
         raise AssertionError('%s still answers after Ctrl-C' % u)
+
+
+def test_without_prometheus_the_demo_says_how_to_install_it(tmp_path):
+    env = dict(os.environ, PATH=str(tmp_path))     # no prometheus there
+    run = subprocess.run(
+        [sys.executable, '-W', 'ignore', '-m', 'nova_adaptive_paging.cmd.cli',
+         'demo', '--workdir', str(tmp_path / 'w')], env=env,
+        capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and 'apt-get install prometheus' in lines[0], \
+        run.stderr
