@@ -47,7 +47,7 @@ def with_generation(expr, on=(HOST,), extra=(), window=None):
     labels) joined on: as the host reports it now, or with ``window``
     as it reported it at any time in that range (a host gone since still
     counts for the range's data)."""
-    info = _host_info() if window is None else \
+    info = host_info() if window is None else \
         'max by (%s, generation, switching) (max_over_time(%s[%s]))' % (
             HOST, name(M.HOST_INFO), window)
     return '%s * on (%s) group_left (%s) %s' % (
@@ -60,8 +60,9 @@ def with_guest(expr, labels=('flavor',)):
         _paren(expr), by(*GUEST), by(*labels), name(M.GUEST_INFO))
 
 
-def _host_info():
-    # max by: one series per host even while its info changes.
+def host_info():
+    """One series per host with its generation and whether it switches
+    (max by: one even while its info changes)."""
     return 'max by (%s, generation, switching) (%s)' % (
         HOST, name(M.HOST_INFO))
 

@@ -76,7 +76,7 @@ def recording_rules(config=Config()):
         (GEN_HAP_WALK, _per_generation(M.HAP_WALK_SECONDS)),
         (GEN_MODELED_GAIN, _per_generation(M.MODELED_GAIN_SECONDS)),
         (GEN_HOSTS, 'count by (generation, switching) (%s)'
-         % Q._host_info()),
+         % Q.host_info()),
         (GEN_COVERAGE, 'avg by (generation) (%s * on (%s) group_left '
          '(generation) %s)' % (Q.agent_up(), Q.HOST,
                                Q.remembered_generation())),
@@ -94,7 +94,7 @@ def _alert(name, expr, for_, severity, summary, description):
 
 def alerts(config=Config()):
     c = config
-    host_info = Q._host_info()
+    host_info = Q.host_info()
     return {'name': 'nova-paging.alerts', 'rules': [
         _alert('NovaPagingGuestThrashing',
                '3600 * %s > %g' % (Q.per_guest_rate(M.SWITCHES, '1h'),
