@@ -26,6 +26,7 @@ import dataclasses
 import datetime
 
 from nova_adaptive_paging.costmodel import hardware as costhw
+from nova_adaptive_paging import cpu
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging import exception
 from nova_adaptive_paging import profiles
@@ -137,6 +138,12 @@ def _active(g, fallback):
 def profile_generation(g, window, url, traces=None):
     """A :class:`Result` for one generation's telemetry."""
     result = Result(g.key, g)
+    if not cpu.is_generation_key(g.key):
+        # A label value from the fleet: it names files, so it must be a
+        # key a host can have, never a path.
+        result.reason = ('%r is not a CPU generation key (as "nova-paging '
+                         'cpu-generation" prints them)' % g.key)
+        return result
     costs = estimate(g)
     if isinstance(costs, str):
         result.reason = costs
