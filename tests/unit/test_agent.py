@@ -36,10 +36,6 @@ from nova_adaptive_paging.agent import nova_api
 from nova_adaptive_paging.agent import privileged
 from nova_adaptive_paging.agent import service
 from nova_adaptive_paging.agent import web
-from nova_adaptive_paging.conf import adaptive_paging as ap_conf
-from nova_adaptive_paging.conf import agent as agent_conf
-from nova_adaptive_paging.conf import nova as nova_conf
-from nova_adaptive_paging.conf import placement as placement_conf
 from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging.costmodel import traces
@@ -71,12 +67,7 @@ provenance: {method: calibrated, source: test, obtained: 2026-11-25,
 """
 
 
-class Clock:
-    def __init__(self):
-        self.ns = 0
-
-    def __call__(self):
-        return self.ns
+Clock = simfleet.Clock
 
 
 class Recording:
@@ -95,17 +86,7 @@ class Recording:
         return self.model.write(rel, text)
 
 
-def make_conf(root, uri, default=vocabulary.HAP):
-    conf = cfg.ConfigOpts()
-    for module in (ap_conf, agent_conf, nova_conf, placement_conf):
-        module.register_opts(conf)
-    conf([], default_config_files=[])
-    conf.set_override('host_root', root, 'adaptive_paging')
-    conf.set_override('libvirt_uri', uri, 'adaptive_paging')
-    conf.set_override('default_policy', default, 'adaptive_paging')
-    conf.set_override('profile_dirs', [os.path.join(root, 'profiles')],
-                      'adaptive_paging')
-    return conf
+make_conf = simfleet.agent_conf_for
 
 
 @pytest.fixture
