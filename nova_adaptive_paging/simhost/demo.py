@@ -97,16 +97,14 @@ class Demo:
             member.agent.reconcile()
         step = agent_interval_s / self.speed
         start = time.monotonic()
-        done = 0.0
-        while done < seconds:
+        steps = 0
+        while time.monotonic() - start < seconds:
             self.fleet.step(agent_interval_s)
-            done = time.monotonic() - start
+            steps += 1
             if progress is not None:
-                progress(done)
-            pause = step - (time.monotonic() - start - done)
-            if pause > 0:
-                time.sleep(pause)
-            done = time.monotonic() - start
+                progress(time.monotonic() - start)
+            # Paced to the schedule: time spent working is not added.
+            time.sleep(max(0.0, start + steps * step - time.monotonic()))
         # The last scrape and rule evaluation.
         time.sleep(2 * self.scrape_s)
 
