@@ -35,15 +35,9 @@ GUEST = '%s=~"$instance"' % M.GUEST_LABEL
 SHADOW = vocabulary.SHADOW
 
 
-def _host_info(match=GEN):
-    return 'max by (%s, generation) (%s{%s})' % (Q.HOST, M.HOST_INFO.name,
-                                                 match)
-
-
 def _in_generation(expr, match=GEN):
     """``expr`` restricted to hosts of the selected generation(s)."""
-    return '%s * on (%s) group_left (generation) %s' % (
-        '(%s)' % expr, Q.HOST, _host_info(match))
+    return Q.with_generation(expr, match=match)
 
 
 def _query(expr, legend=None, ref='A', instant=False):
@@ -325,7 +319,7 @@ def advisory():
                     ('sum by (%s) (rate(%s{%s}[10m]))'
                      % (Q.HOST, M.MODELED_GAIN_SECONDS.name, HOST)
                      + ' * on (%s) group_left %s' % (
-                         Q.HOST, _host_info(adv)), '{{%s}}' % Q.HOST)],
+                         Q.HOST, Q.host_info(adv)), '{{%s}}' % Q.HOST)],
                       's'),
                 graph('Guests adaptive paging would run in shadow mode '
                       '(modeled)', [

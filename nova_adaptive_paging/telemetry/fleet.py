@@ -48,17 +48,15 @@ def _one(client, expr, at, keys=('generation',)):
 
 def _cost_spread(client, overhead, events, window, at, **match):
     """Coefficient of variation, across hosts, of overhead / events."""
-    def per_host(metric, **m):
-        return 'sum by (%s) (increase(%s[%s]))' % (
-            Q.HOST, Q.selector(metric, **m), window)
-    ratio = '(%s / %s)' % (per_host(overhead), per_host(events, **match))
+    ratio = '(%s / %s)' % (Q.per_host_increase(overhead, window),
+                           Q.per_host_increase(events, window, **match))
     joined = Q.with_generation(ratio, window=window)
     expr = ('stddev by (generation) (%s) / avg by (generation) (%s)'
             % (joined, joined))
     return _one(client, expr, at)
 
 
-def read(client, window, at, generations=None):
+def read(client, window, at):
     """{generation key: Generation} over ``window`` (a PromQL duration)
     ending at ``at`` (Unix time)."""
     gens = {}
@@ -102,8 +100,6 @@ def read(client, window, at, generations=None):
             setattr(gen(key), attr, cv)
     _read_profiles(client, gen, window, at)
     _read_histograms(client, gen, window, at)
-    if generations:
-        gens = {k: v for k, v in gens.items() if k in generations}
     return gens
 
 
@@ -135,10 +131,8 @@ def _read_profiles(client, gen, window, at):
 
 def _read_histograms(client, gen, window, at):
     for metric in (M.SAMPLED_FTLB, M.SAMPLED_FPF):
-        inner = 'sum by (%s, mode, le) (increase(%s_bucket[%s]))' % (
-            Q.HOST, metric.name, window)
-        expr = 'sum by (generation, mode, le) (%s)' % Q.with_generation(
-            inner, window=window)
+        expr = Q.per_generation_increase(metric, window, ('mode', 'le'),
+                                         '_bucket')
         rows = _one(client, expr, at, ('generation', 'mode', 'le'))
         for (key, mode, le), n in rows.items():
             bound = float('inf') if le == '+Inf' else float(le)

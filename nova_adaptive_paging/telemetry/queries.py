@@ -27,11 +27,12 @@ def by(*labels):
     return ', '.join(labels)
 
 
-def selector(metric, **labels):
-    """``metric{label="value",...}``; a value starting with ``=~`` or
-    ``!=`` is used as its own operator."""
+def selector(metric, suffix='', **labels):
+    """``metric{label="value",...}`` (``suffix``: ``_bucket`` of a
+    histogram); a value starting with ``=~`` or ``!=`` is used as its own
+    operator."""
     if not labels:
-        return name(metric)
+        return name(metric) + suffix
     matchers = []
     for label, value in labels.items():
         op = '='
@@ -39,17 +40,18 @@ def selector(metric, **labels):
             if value.startswith(prefix):
                 op, value = prefix, value[len(prefix):]
         matchers.append('%s%s"%s"' % (label, op, value))
-    return '%s{%s}' % (name(metric), ','.join(matchers))
+    return '%s%s{%s}' % (name(metric), suffix, ','.join(matchers))
 
 
-def with_generation(expr, on=(HOST,), extra=(), window=None):
+def with_generation(expr, on=(HOST,), extra=(), window=None, match=''):
     """``expr`` with the host's generation (and ``extra`` host_info
     labels) joined on: as the host reports it now, or with ``window``
     as it reported it at any time in that range (a host gone since still
-    counts for the range's data)."""
-    info = host_info() if window is None else \
-        'max by (%s, generation, switching) (max_over_time(%s[%s]))' % (
-            HOST, name(M.HOST_INFO), window)
+    counts for the range's data).  ``match`` (label matchers) keeps only
+    the hosts whose host_info it selects."""
+    info = host_info(match) if window is None else \
+        'max by (%s, generation, switching) (max_over_time(%s{%s}[%s]))' % (
+            HOST, name(M.HOST_INFO), match, window)
     return '%s * on (%s) group_left (%s) %s' % (
         _paren(expr), by(*on), by('generation', *extra), info)
 
@@ -60,11 +62,12 @@ def with_guest(expr, labels=('flavor',)):
         _paren(expr), by(*GUEST), by(*labels), name(M.GUEST_INFO))
 
 
-def host_info():
+def host_info(match=''):
     """One series per host with its generation and whether it switches
-    (max by: one even while its info changes)."""
-    return 'max by (%s, generation, switching) (%s)' % (
-        HOST, name(M.HOST_INFO))
+    (max by: one even while its info changes); ``match``: label matchers
+    selecting the hosts."""
+    info = name(M.HOST_INFO) + ('{%s}' % match if match else '')
+    return 'max by (%s, generation, switching) (%s)' % (HOST, info)
 
 
 def _paren(expr):
@@ -77,12 +80,17 @@ def per_guest_rate(metric, window, keep=(), **match):
         by(*GUEST + tuple(keep)), selector(metric, **match), window)
 
 
-def per_generation_increase(metric, window, keep=(), **match):
+def per_host_increase(metric, window, keep=(), suffix='', **match):
+    """A counter's increase over ``window``, summed per host."""
+    return 'sum by (%s) (increase(%s[%s]))' % (
+        by(HOST, *keep), selector(metric, suffix, **match), window)
+
+
+def per_generation_increase(metric, window, keep=(), suffix='', **match):
     """A counter's increase over ``window``, summed per generation on
     the server (the profiler's query shape: one series per generation,
     whatever the fleet's size)."""
-    inner = 'sum by (%s) (increase(%s[%s]))' % (
-        by(HOST, *keep), selector(metric, **match), window)
+    inner = per_host_increase(metric, window, keep, suffix, **match)
     return 'sum by (%s) (%s)' % (by('generation', *keep),
                                  with_generation(inner, window=window))
 
