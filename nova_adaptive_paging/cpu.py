@@ -112,6 +112,26 @@ def generation_key(vendor, family, model, libvirt_model=None,
     return '%s-%d-%d' % (vendor, family, model)
 
 
+_VENDOR_IDS = {'intel': 'GenuineIntel', 'amd': 'AuthenticAMD'}
+
+
+def cpuid_of(key):
+    """(vendor_id, family, model) of a CPU that ``generation_key()`` maps
+    to ``key`` (the first in the tables), or None; the simulated host
+    writes it into its /proc/cpuinfo."""
+    vendor, _, gen = (key or '').partition('-')
+    if vendor == 'intel':
+        for model, name in _INTEL_FAM6.items():
+            if name == gen:
+                return _VENDOR_IDS[vendor], 6, model
+    elif vendor == 'amd':
+        for family, ranges in _AMD.items():
+            for first, _, name in ranges:
+                if name == gen:
+                    return _VENDOR_IDS[vendor], family, first
+    return None
+
+
 def parse_cpuinfo(text):
     """(vendor, family, model, stepping) of the first CPU in /proc/cpuinfo."""
     fields = {}

@@ -7,6 +7,7 @@ import click
 
 from nova_adaptive_paging.abi import conformance
 from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging.cmd import calibration
 from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging.cmd import demo
 from nova_adaptive_paging.cmd import flavor
@@ -194,6 +195,7 @@ main.add_command(sim_host.sim_host)
 main.add_command(sim_host.sim_vm)
 main.add_command(telemetry.telemetry_group)
 main.add_command(profile.profile)
+main.add_command(calibration.calibration_group)
 main.add_command(demo.demo)
 
 if __name__ == '__main__':

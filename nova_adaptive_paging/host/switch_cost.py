@@ -34,6 +34,7 @@ command ends, also on an error, Ctrl-C or SIGTERM.
 
 import statistics
 import subprocess
+import tempfile
 import time
 
 from nova_adaptive_paging.abi import spec
@@ -56,8 +57,11 @@ class MeasurementError(exception.Error):
 
 class Run:
     def __init__(self, kind, seconds, round_trips, to_hap, to_shadow,
-                 switching_ns):
+                 switching_ns, output=None):
         self.kind = kind
+        # The workload's standard output, when the measurement keeps it
+        # (calibration reads the benchmark's figures from it).
+        self.output = output
         self.seconds = seconds
         self.round_trips = round_trips
         self.to_hap = to_hap
@@ -69,7 +73,8 @@ class SwitchCost:
     """Runs the workload in each way and collects the figures."""
 
     def __init__(self, transport, vm_name, workload, repeats=3, period=1.0,
-                 at=None, runs=RUNS, clock=time.monotonic, echo=None):
+                 at=None, runs=RUNS, clock=time.monotonic, echo=None,
+                 capture=False):
         self.t = transport
         self.vm = vmfiles.Vm(transport, vm_name)
         self.workload = workload
@@ -79,6 +84,7 @@ class SwitchCost:
         self.runs = tuple(runs)
         self.clock = clock
         self.echo = echo or (lambda line: None)
+        self.capture = capture
         self.results = {kind: [] for kind in self.runs}
 
     def run(self):
@@ -144,7 +150,8 @@ class SwitchCost:
         when = self.schedule(kind)
         due = next(when, None)
         start = self.clock()
-        proc = subprocess.Popen(self.workload, shell=True)
+        out = tempfile.TemporaryFile() if self.capture else None
+        proc = subprocess.Popen(self.workload, shell=True, stdout=out)
         try:
             while True:
                 timeout = None if due is None else max(
@@ -163,6 +170,11 @@ class SwitchCost:
                 proc.kill()
                 proc.wait()
         seconds = self.clock() - start
+        output = None
+        if out is not None:
+            out.seek(0)
+            output = out.read().decode('utf-8', 'replace')
+            out.close()
         after = self.vm.stats()
         if rc != 0:
             raise MeasurementError('the workload %r exited with status %d'
@@ -180,7 +192,8 @@ class SwitchCost:
             raise MeasurementError('%s run ended in %s mode, not %s'
                                    % (kind, after['mode'], mode))
         return Run(kind, seconds, trips, delta['switches_to_hap'],
-                   delta['switches_to_shadow'], delta['time_switching_ns'])
+                   delta['switches_to_shadow'], delta['time_switching_ns'],
+                   output)
 
 
 def table(results):

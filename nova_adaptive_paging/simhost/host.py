@@ -30,6 +30,7 @@ import uuid as uuidlib
 
 from nova_adaptive_paging.abi import model
 from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging import cpu
 from nova_adaptive_paging import fileutil
 from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.costmodel import evaluator
@@ -292,11 +293,18 @@ class SimHost:
                 vm.pid_written = path
         cpuinfo = os.path.join(self.root, 'proc/cpuinfo')
         if not os.path.exists(cpuinfo):
-            # The clock the agent converts hap_walk_cycles with.
             os.makedirs(os.path.dirname(cpuinfo), exist_ok=True)
+            # The clock the agent converts hap_walk_cycles with, and a
+            # CPU of the hardware profile's generation (cpu-generation).
             mhz = self.hardware.clock_hz / 1e6
-            fileutil.atomic_write(cpuinfo, 'processor\t: 0\ncpu MHz\t\t: '
-                                  '%.3f\n\n' % mhz)
+            ident = cpu.cpuid_of(self.hardware.generation)
+            lines = ['processor\t: 0']
+            if ident:
+                lines += ['vendor_id\t: %s' % ident[0],
+                          'cpu family\t: %d' % ident[1],
+                          'model\t\t: %d' % ident[2]]
+            lines.append('cpu MHz\t\t: %.3f' % mhz)
+            fileutil.atomic_write(cpuinfo, '\n'.join(lines) + '\n\n')
         xml = libvirt_xml.node_xml([vm.domain for vm in self.vms.values()])
         path = os.path.join(self.root, NODE_XML)
         os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -1,0 +1,113 @@
+"""``nova-paging calibration``: run the calibration microbenchmarks in a
+calibration guest on this host, and fit per-generation thresholds from
+the results of many hosts (the Ansible collection's ``calibrate`` role
+runs both)."""
+
+import json
+import os
+import signal
+
+import click
+
+from nova_adaptive_paging.cmd import common
+from nova_adaptive_paging import costmodel
+from nova_adaptive_paging import fileutil
+from nova_adaptive_paging import host as hostiface
+from nova_adaptive_paging.host import calibration
+from nova_adaptive_paging.host import files
+from nova_adaptive_paging.host import switch_cost as measurement
+from nova_adaptive_paging.host import vm as vmfiles
+from nova_adaptive_paging.tuning import fit as fitlib
+
+
+@click.group('calibration')
+def calibration_group():
+    """Calibration runs on real hosts, and thresholds fitted from them."""
+
+
+@calibration_group.command('measure')
+@click.option('--root', default='/', show_default=True,
+              type=click.Path(file_okay=False),
+              help='Root of the interface\'s files.')
+@click.option('--vm', metavar='PID-FD', help='The calibration VM\'s '
+              'debugfs directory name under sys/kernel/debug/kvm.')
+@click.option('--domain', metavar='NAME', help='The calibration guest\'s '
+              'libvirt domain.')
+@click.option('--bin-dir', required=True, metavar='DIR',
+              help='Where nap-tlb-chase and nap-fault-churn are, as the '
+              'command prefix sees it (in the guest).')
+@click.option('--exec', 'prefix', default='', metavar='PREFIX',
+              help='Command prefix that runs a program in the calibration '
+              'guest, e.g. "ssh -o BatchMode=yes calib@192.0.2.10".')
+@click.option('--tlb-args', default='', help='Arguments of nap-tlb-chase.')
+@click.option('--fault-args', default='',
+              help='Arguments of nap-fault-churn.')
+@click.option('--repeats', default=3, show_default=True,
+              type=click.IntRange(1, 100), help='Runs of each kind.')
+@click.option('--host-name', help='Host name recorded (default: this '
+              'host\'s).')
+@click.option('--out', required=True, type=click.Path(dir_okay=False),
+              help='Results file (JSON) to write.')
+def measure(root, vm, domain, bin_dir, prefix, tlb_args, fault_args,
+            repeats, host_name, out):
+    """Run both benchmarks with the VM in hap, in shadow and with a
+    round trip; the VM is put back as it was."""
+    if bool(vm) == bool(domain):
+        common.fail('give exactly one of --vm and --domain')
+    fileutil.check_writable(out)
+    transport = files.FileTransport(root)
+    old = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        if domain:
+            vm = vmfiles.vm_for_domain(root, transport, domain)
+        doc = calibration.measure(
+            transport, vm, bin_dir, prefix, repeats,
+            {calibration.TLB: tlb_args, calibration.FAULT: fault_args},
+            root=root, host=host_name,
+            echo=lambda line: click.echo(line, err=True))
+    except (vmfiles.Refused, measurement.MeasurementError,
+            calibration.BenchmarkError) as exc:
+        common.fail(str(exc))
+    except KeyboardInterrupt:
+        common.fail('interrupted; the VM\'s policy was restored')
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    doc['modeled'] = doc['modeled'] or hostiface.simulated(root)
+    fileutil.atomic_write(out, json.dumps(doc, indent=1) + '\n')
+    click.echo('%s: %d runs on VM %s, generation %s%s' % (
+        out, len(doc['runs']), vm, doc['generation'],
+        ' (%s)' % costmodel.MODELED_NOTE if doc['modeled'] else ''))
+
+
+@calibration_group.command('fit')
+@click.argument('results', nargs=-1, required=True,
+                type=click.Path(dir_okay=False))
+@click.option('--out', required=True, type=click.Path(file_okay=False),
+              help='Directory for one threshold profile per generation.')
+def fit(results, out):
+    """Fit per-event and switching costs per CPU generation from
+    RESULTS files and write OUT/<generation>.yaml for each."""
+    documents = []
+    for path in results:
+        try:
+            with open(path, encoding='utf-8') as f:
+                documents.append((path, json.load(f)))
+        except ValueError as exc:
+            common.fail('%s: not JSON (%s); expected the file "nova-paging '
+                        'calibration measure" writes' % (path, exc))
+    try:
+        fitted = fitlib.fit(documents)
+    except fitlib.FitError as exc:
+        common.fail(str(exc))
+    os.makedirs(out, exist_ok=True)
+    for gen, (profile, hosts, costs) in fitted.items():
+        path = os.path.join(out, '%s.yaml' % gen)
+        fileutil.atomic_write(path, profile.dump())
+        click.echo('%s: %d host(s); %.4g us per fault (shadow), %.4g ns '
+                   'per TLB miss (hap), %.4g us per switch' % (
+                       path, len(hosts), costs.fault_s * 1e6,
+                       costs.miss_s * 1e9, costs.switch_s * 1e6))
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt()

@@ -1,0 +1,57 @@
+"""A calibration guest on the simulated host (MODELED; a test and demo
+fixture).
+
+No machine here runs a KVM guest whose paging mode costs anything, so
+this stands in for ``ssh calibration-guest``: it runs the calibration
+benchmark natively on this machine (its events and elapsed time are
+real), then adds what the events would have cost the guest in the mode
+its simulated VM is in, from the simulated host's hardware profile, and
+labels the figures modeled::
+
+    python -m nova_adaptive_paging.simhost.guest_bench \\
+        --root ROOT --vm PID-FD --hardware HW -- nap-tlb-chase ...
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging.costmodel import hardware as costhw
+from nova_adaptive_paging.tuning import fit
+
+
+def modeled(result, mode, hw):
+    """``result`` with the mode's modeled extra time added."""
+    extra = (result['minflt'] * hw.cost_s(mode, 'page_fault')
+             + fit.misses(result) * hw.cost_s(mode, 'tlb_miss'))
+    return dict(result, elapsed_s=result['elapsed_s'] + extra,
+                native_elapsed_s=result['elapsed_s'], mode=mode,
+                modeled='native run on the build machine plus the %s '
+                'mode costs of hardware profile %s' % (mode, hw.name))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--root', required=True)
+    parser.add_argument('--vm', required=True)
+    parser.add_argument('--hardware', required=True)
+    parser.add_argument('command', nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = [c for c in args.command if c != '--']
+    hw = costhw.resolve(args.hardware)
+    with open(os.path.join(args.root, spec.DEBUGFS_DIR, args.vm,
+                           spec.FILE_MODE), encoding='ascii') as f:
+        mode = f.read().strip()
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
+    if done.returncode:
+        return done.returncode
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    print(json.dumps(modeled(result, mode, hw)))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
