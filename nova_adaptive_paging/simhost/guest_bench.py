@@ -9,7 +9,7 @@ its simulated VM is in, from the simulated host's hardware profile, and
 labels the figures modeled::
 
     python -m nova_adaptive_paging.simhost.guest_bench \\
-        --root ROOT --vm PID-FD --hardware HW -- nap-tlb-chase ...
+        --root ROOT --domain NAME --hardware HW -- nap-tlb-chase ...
 """
 
 import argparse
@@ -20,6 +20,8 @@ import sys
 
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.costmodel import hardware as costhw
+from nova_adaptive_paging.host import files
+from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.tuning import fit
 
 
@@ -36,13 +38,17 @@ def modeled(result, mode, hw):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--root', required=True)
-    parser.add_argument('--vm', required=True)
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument('--vm')
+    which.add_argument('--domain')
     parser.add_argument('--hardware', required=True)
     parser.add_argument('command', nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = [c for c in args.command if c != '--']
     hw = costhw.resolve(args.hardware)
-    with open(os.path.join(args.root, spec.DEBUGFS_DIR, args.vm,
+    vm = args.vm or vmfiles.vm_for_domain(
+        args.root, files.FileTransport(args.root), args.domain)
+    with open(os.path.join(args.root, spec.DEBUGFS_DIR, vm,
                            spec.FILE_MODE), encoding='ascii') as f:
         mode = f.read().strip()
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
