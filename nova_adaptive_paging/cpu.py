@@ -151,6 +151,12 @@ def parse_cpuinfo(text):
         raise ValueError('/proc/cpuinfo: unexpected field value: %s' % exc)
 
 
+def cpuinfo_path(root='/'):
+    """The host's /proc/cpuinfo under ``root`` ([adaptive_paging]
+    host_root: a simulated host has its own)."""
+    return os.path.join(root, 'proc/cpuinfo')
+
+
 def host_generation(cpuinfo_path='/proc/cpuinfo', libvirt_model=None):
     """The generation key of the CPU this process runs on."""
     with open(cpuinfo_path, encoding='utf-8') as f:
@@ -162,8 +168,7 @@ def clock_hz(root='/'):
     """The first CPU's clock in cycles per second, from ``cpu MHz`` in
     ``<root>/proc/cpuinfo``; None where it gives none."""
     try:
-        with open(os.path.join(root, 'proc/cpuinfo'),
-                  encoding='utf-8') as f:
+        with open(cpuinfo_path(root), encoding='utf-8') as f:
             for line in f:
                 key, _, value = line.partition(':')
                 if key.strip() == 'cpu MHz':

@@ -47,7 +47,8 @@ def main(argv=None):
     logging.setup(CONF, 'nova-adaptive-paging')
     try:
         generation = (CONF.adaptive_paging.cpu_generation
-                      or cpu.host_generation())
+                      or cpu.host_generation(cpu.cpuinfo_path(
+                          CONF.adaptive_paging.host_root)))
     except (OSError, ValueError) as exc:
         _fail('cannot read the host CPU: %s (set [adaptive_paging] '
               'cpu_generation)' % exc)

@@ -102,8 +102,7 @@ def thresholds_show(generation, path, as_json):
         note = 'file %s' % path
     else:
         if generation is None:
-            generation = (CONF.adaptive_paging.cpu_generation
-                          or common.detect_generation())
+            generation = common.configured_generation()
         found = common.profile_set()
         profile = found.for_generation(generation)
         note = ('profile for %s' % generation if found.has(generation)

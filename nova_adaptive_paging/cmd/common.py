@@ -53,6 +53,12 @@ def profile_set():
     return found
 
 
+def configured_generation():
+    """[adaptive_paging] cpu_generation, else the CPU of host_root."""
+    return CONF.adaptive_paging.cpu_generation or detect_generation(
+        cpu.cpuinfo_path(CONF.adaptive_paging.host_root))
+
+
 def detect_generation(cpuinfo='/proc/cpuinfo', libvirt_model=None):
     try:
         return cpu.host_generation(cpuinfo, libvirt_model)

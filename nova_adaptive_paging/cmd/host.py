@@ -21,8 +21,7 @@ def host_group():
 
 def host_capabilities():
     """Capabilities of this host, from its /sys and its profiles."""
-    generation = CONF.adaptive_paging.cpu_generation or \
-        common.detect_generation()
+    generation = common.configured_generation()
     found = common.profile_set()
     return probe.detect(CONF.adaptive_paging.host_root, generation,
                         found.has(generation))
@@ -46,8 +45,7 @@ def show_capabilities():
 def status():
     """Each guest on this host: policy, mode, switches, last sample (and
     what the agent would still write).  Reads only."""
-    generation = CONF.adaptive_paging.cpu_generation or \
-        common.detect_generation()
+    generation = common.configured_generation()
     agent = service.Agent(CONF, generation, read_only=True,
                           lookup=service.lookup_from_conf(CONF))
     agent.reconcile()

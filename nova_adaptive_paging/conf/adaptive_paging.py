@@ -54,7 +54,8 @@ host_opts = [
                default='/',
                help="""
 Root under which the switching patch's files are found
-(``sys/module/kvm/parameters`` and ``sys/kernel/debug/kvm``). ``/`` on a
+(``sys/module/kvm/parameters`` and ``sys/kernel/debug/kvm``) and the
+host's ``proc/cpuinfo`` (its CPU generation). ``/`` on a
 real compute node; a simulated host's directory in tests and demos.
 """),
     cfg.StrOpt('libvirt_uri',

@@ -13,7 +13,6 @@ turn the time differences between the modes into per-event costs.
 """
 
 import json
-import os
 import shlex
 import socket
 
@@ -86,7 +85,6 @@ def measure(transport, vm_name, bin_dir, exec_prefix='', repeats=3,
                     'result': parse_output(run.output, bench, where)})
     return {'format_version': FORMAT_VERSION,
             'host': host or socket.gethostname(),
-            'generation': cpu.host_generation(
-                os.path.join(root, 'proc/cpuinfo')),
+            'generation': cpu.host_generation(cpu.cpuinfo_path(root)),
             'vm': vm_name, 'repeats': repeats, 'runs': runs,
             'modeled': any(r['result'].get('modeled') for r in runs)}
