@@ -24,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 
 import pytest
@@ -256,6 +257,24 @@ def test_ansible_lint_production_profile_is_clean(site):
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "Profile 'production' was required, and it passed" in \
         done.stdout + done.stderr
+
+
+def test_the_built_collection_carries_its_files(site, tmp_path):
+    done = subprocess.run(
+        [ansible_bin('ansible-galaxy'), 'collection', 'build', COLLECTION,
+         '--output-path', str(tmp_path)], capture_output=True, text=True,
+        timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert 'Skipping' not in done.stdout + done.stderr
+    (tarball,) = os.listdir(tmp_path)
+    with tarfile.open(os.path.join(tmp_path, tarball)) as tar:
+        names = set(tar.getnames())
+    for name in ('roles/calibrate/files/nap-tlb-chase.c',
+                 'roles/calibrate/files/nap-fault-churn.c',
+                 'roles/monitoring/files/prometheus/rules.yml',
+                 'roles/monitoring/files/prometheus/alerts.yml',
+                 'roles/monitoring/files/grafana/nova-paging-fleet.json'):
+        assert name in names
 
 
 def test_every_playbook_passes_the_syntax_check(site):

@@ -1,0 +1,101 @@
+"""The collection's files against the package's one source of each
+name: what the roles write must say what the package means."""
+
+import os
+import re
+
+import jinja2
+import yaml
+
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging.host import calibration
+from nova_adaptive_paging.scheduler.filters import paging_filter
+from nova_adaptive_paging.telemetry import metrics
+from nova_adaptive_paging.telemetry import queries
+
+REPO = os.path.join(os.path.dirname(__file__), '..', '..')
+ROLES = os.path.join(REPO, 'ansible', 'roles')
+
+
+def read(*parts):
+    with open(os.path.join(*parts), encoding='utf-8') as f:
+        return f.read()
+
+
+def role_yaml(role, *parts):
+    return yaml.safe_load(read(ROLES, role, *parts))
+
+
+def render(role, template, **extra):
+    """A role's template with its defaults (the values a compute node
+    gets), as Ansible would render it."""
+    values = dict(role_yaml(role, 'defaults', 'main.yml'))
+    values.update(ansible_managed='Ansible managed', **extra)
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True)
+    return env.from_string(read(ROLES, role, 'templates',
+                                template)).render(values)
+
+
+def without_comments(text):
+    return [line for line in text.splitlines()
+            if line.strip() and not line.startswith('#')]
+
+
+def test_the_agent_roles_unit_and_sudoers_are_host_agents_files():
+    # host-agent/ is what a compute node needs by hand; the role writes
+    # the same files with its variables filled in.
+    unit = render('agent', 'nova-paging-agent.service.j2',
+                  agent_venv='/opt/nova-adaptive-paging')
+    assert without_comments(unit) == without_comments(
+        read(REPO, 'host-agent', 'nova-paging-agent.service'))
+    sudoers = render('agent', 'sudoers.j2',
+                     agent_venv='/opt/nova-adaptive-paging')
+    assert without_comments(sudoers) == without_comments(
+        read(REPO, 'host-agent', 'sudoers.d-nova-paging-agent'))
+
+
+def test_the_names_the_roles_use_are_the_packages():
+    kvm_vars = read(ROLES, 'kvm_patch', 'vars', 'main.yml')
+    assert '%s/%s' % (spec.PARAMS_DIR, spec.PARAM_ABI) in kvm_vars
+    nova_vars = role_yaml('nova', 'vars', 'main.yml')
+    assert nova_vars['nova_paging_nova__filter'] == '%s.%s' % (
+        paging_filter.__name__, paging_filter.AdaptivePagingFilter.__name__)
+    assert 'AdaptivePagingFilter' in role_yaml(
+        'nova', 'defaults', 'main.yml')['nova_paging_nova_enabled_filters']
+    prometheus = yaml.safe_load(render(
+        'monitoring', 'prometheus.yml.j2', monitoring__prefix='',
+        monitoring__rules_dir='/r', monitoring__file_sd='/f.yml'))
+    assert [j['job_name'] for j in prometheus['scrape_configs']] == [
+        queries.AGENT_JOB]
+    thresholds = read(ROLES, 'thresholds', 'tasks', 'main.yml')
+    assert '%s{' % metrics.PROFILE_INFO.name in thresholds
+    build = read(ROLES, 'calibrate', 'tasks', 'build.yml')
+    makefile = read(ROLES, 'calibrate', 'files', 'Makefile')
+    for program in calibration.BENCHES.values():
+        assert program + '.c' in build
+        assert program in re.search(r'^PROGS = (.*)$', makefile,
+                                    re.M).group(1).split()
+
+
+def test_every_role_has_defaults_an_argument_spec_and_a_readme():
+    for role in sorted(os.listdir(ROLES)):
+        defaults = role_yaml(role, 'defaults', 'main.yml') or {}
+        spec_doc = role_yaml(role, 'meta', 'argument_specs.yml')
+        options = spec_doc['argument_specs']['main']['options']
+        # Every default is documented and checked, and nothing else.
+        assert sorted(defaults) == sorted(options), role
+        assert os.path.exists(os.path.join(ROLES, role, 'README.md'))
+
+
+def test_the_monitoring_role_ships_every_generated_file():
+    # Links to dashboards/, which "ansible-galaxy collection build"
+    # copies into the collection (it skips links to directories).
+    for kind in ('prometheus', 'grafana'):
+        generated = sorted(n for n in os.listdir(os.path.join(
+            REPO, 'dashboards', kind)) if not n.startswith('.'))
+        shipped = os.path.join(ROLES, 'monitoring', 'files', kind)
+        assert sorted(os.listdir(shipped)) == generated
+        for name in generated:
+            assert os.path.samefile(os.path.join(shipped, name), os.path.join(
+                REPO, 'dashboards', kind, name))
