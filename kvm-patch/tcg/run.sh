@@ -24,11 +24,20 @@ TIMEOUT=1500
 EXTRA=()
 VIRTFS=()
 AGENT_INPUTS=
+VALIDATE=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--conformance)
 		ROOTFS=$CACHE/rootfs
 		EXTRA+=(nap.conformance=1)
+		shift ;;
+	--validate)
+		# The Ansible collection's validate.yml in the emulated host
+		# (guest/init, nap.validate=1): the operator's check that the
+		# patch works on this CPU.
+		ROOTFS=$CACHE/rootfs
+		VALIDATE=1
+		EXTRA+=(nap.validate=1)
 		shift ;;
 	--agent)
 		# The agent end to end (guest/agent_e2e.py) from the inputs in
@@ -79,6 +88,32 @@ if [ -n "$AGENT_INPUTS" ]; then
 	# Written at run time, on a read-only root: mount points for tmpfs.
 	mkdir -p "$ROOTFS/var/lib/libvirt" "$ROOTFS/var/cache/libvirt" \
 		"$ROOTFS/var/log/libvirt"
+fi
+
+if [ -n "$VALIDATE" ]; then
+	# ansible-core as upper-constraints.txt pins it (pure Python but for
+	# wheels built for CPython 3.11, Debian 12's python3), the collection
+	# (links resolved), and /opt/nap-venv/bin/nova-paging standing in for
+	# the agent role's virtualenv: the package is this checkout's, under
+	# /opt/nap.
+	pins=$HERE/../../upper-constraints.txt
+	want=$(grep -iE '^(ansible-core|jinja2|PyYAML|MarkupSafe|packaging|resolvelib|cryptography|cffi|pycparser)==' "$pins" | sort | tr '\n' ' ')
+	if [ "$(cat "$ROOTFS/opt/nap-ansible/.nap-pins" 2>/dev/null)" != "$want" ]; then
+		rm -rf "$ROOTFS/opt/nap-ansible"
+		"${NAP_PYTHON:-python3}" -m pip install -q --no-compile \
+			--target "$ROOTFS/opt/nap-ansible" -c "$pins" ansible-core >&2
+		echo "$want" > "$ROOTFS/opt/nap-ansible/.nap-pins"
+	fi
+	coll=$ROOTFS/opt/nap-collections/ansible_collections/nova_paging/fleet
+	mkdir -p "$coll"
+	rsync -aL --delete --exclude tests "$HERE/../../ansible/" "$coll/"
+	mkdir -p "$ROOTFS/opt/nap-venv/bin" "$ROOTFS/selftests" \
+		"$ROOTFS/var/lib/nova-adaptive-paging"
+	for cmd in nova-paging:cli nova-paging-agent:agent; do
+		printf '#!/bin/sh\nPYTHONPATH=/opt/nap exec /usr/bin/python3 -m nova_adaptive_paging.cmd.%s "$@"\n' \
+			"${cmd#*:}" > "$ROOTFS/opt/nap-venv/bin/${cmd%%:*}"
+		chmod 755 "$ROOTFS/opt/nap-venv/bin/${cmd%%:*}"
+	done
 fi
 
 OBJ=$CACHE/build/$VARIANT

@@ -4,8 +4,6 @@ import logging
 
 import click
 from keystoneauth1 import exceptions as ks_exceptions
-import openstack
-from openstack import exceptions as sdk_exceptions
 
 from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging import flavors
@@ -32,6 +30,10 @@ def _apply(ctx, flavor, paging_policy):
     # keystoneauth narrates its retries as warnings; the error line below
     # says what matters.
     logging.getLogger('keystoneauth').setLevel(logging.ERROR)
+    # Imported here: only this command needs the SDK, and compute nodes
+    # run the others without it.
+    import openstack
+    from openstack import exceptions as sdk_exceptions
     try:
         conn = openstack.connect(cloud=ctx.obj['cloud'])
         found, written, removed = flavors.set_policy(conn.compute, flavor,

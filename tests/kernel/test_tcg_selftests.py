@@ -56,6 +56,7 @@ GATE_TESTS = ','.join(':'.join([test] + args)
 AGENT_DIR = tempfile.mkdtemp(prefix='nap-agent-e2e-') if ENABLED else None
 AGENT = agent_inputs.write(AGENT_DIR) if ENABLED else None
 BOOT = ('tcg', '--timeout', '2400', '--conformance', '--agent', AGENT_DIR,
+        '--validate',
         'nap.modes=hap,shadow,storm', 'nap.tests=' + GATE_TESTS)
 
 
@@ -218,6 +219,32 @@ DEBUG_TESTS = ('guest_print_test,set_memory_region_test,demand_paging_test,'
 
 @pytest.mark.skipif(not DEBUG, reason='set NAP_KERNEL_DEBUG=1 (tox -e '
                     'kvm-debug) for the KASAN/lockdep build')
+def test_the_validate_playbook_passes_on_the_patched_kernel(guests):
+    """The Ansible collection's validate.yml, run in the emulated AMD
+    host as an operator runs it on a freshly patched host: the
+    interface's conformance suite, the patch's selftests (the
+    interface's and the switch storm) and the switch cost of a live VM,
+    with a report and a verdict."""
+    run = guests['tcg'].wait()
+    lines = [line[len('NAP-VALIDATE '):] for line in run.out.splitlines()
+             if line.startswith('NAP-VALIDATE ')]
+    assert lines, run.report
+    text = '\n'.join(lines)
+    assert lines[0].startswith('rc=0 '), text
+    report = [line[len('report '):] for line in lines
+              if line.startswith('report ')]
+    assert 'verdict: PASS' in report, text
+    assert 'CPU generation amd-' in report[1], text
+    assert ('== interface conformance (nova-paging abi conformance): rc 0'
+            in report), text
+    for test in ('paging_switch_abi_test', 'paging_switch_storm_test'):
+        assert '-- %s: rc 0 (pass)' % test in report, text
+    row = [line.split() for line in report if line.startswith('h-s-h ')]
+    assert row and int(row[0][5]) >= 1, text      # round trips done
+    recap = [line for line in lines if line.startswith('recap emulated')]
+    assert recap and 'failed=0' in recap[0], text
+
+
 def test_switch_storm_on_the_debug_kernel():
     """KASAN, lockdep and DEBUG_VM see nothing wrong under a switch storm
     with the sampler running every 100 ms, nor in the interface's selftest
