@@ -328,6 +328,11 @@ def test_site_installs_and_starts_the_agents_and_a_second_run_changes_nothing(
     again = site.recap(second.stdout)
     assert {h: r['changed'] for h, r in again.items()} == {
         h: 0 for h in again}, second.stdout[-6000:]
+    # Check mode on a deployed site: nothing to change, nothing fails.
+    check = site.play('site.yml', '--check')
+    assert check.returncode == 0, check.stdout[-4000:]
+    assert all(r['changed'] == 0 and r['failed'] == 0
+               for r in site.recap(check.stdout).values())
 
 
 def test_the_scheduler_gets_the_filter_as_nova_reads_its_configuration(
