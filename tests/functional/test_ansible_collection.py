@@ -99,8 +99,8 @@ class Site:
             'ansible_python_interpreter': sys.executable,
             'nova_paging_service_manager': 'pidfile',
             'nova_paging_package': 'nova-adaptive-paging==%s' % version,
-            'nova_paging_pip_extra_args': '--no-index --find-links %s'
-                                          % wheels,
+            'nova_paging_pip_environment': {'PIP_NO_INDEX': '1',
+                                            'PIP_FIND_LINKS': wheels},
             'nova_paging_profiles_dir': self.profiles,
             'nova_paging_controller_cli': os.path.join(BIN, 'nova-paging'),
             'agent_python': sys.executable,
@@ -332,7 +332,7 @@ def test_site_installs_and_starts_the_agents_and_a_second_run_changes_nothing(
     check = site.play('site.yml', '--check')
     assert check.returncode == 0, check.stdout[-4000:]
     assert all(r['changed'] == 0 and r['failed'] == 0
-               for r in site.recap(check.stdout).values())
+               for r in site.recap(check.stdout).values()), check.stdout
 
 
 def test_the_scheduler_gets_the_filter_as_nova_reads_its_configuration(
