@@ -134,7 +134,7 @@ class Site:
                     root, '--domain', CALIBRATION_DOMAIN, '--hardware',
                     hardware, '--']),
                 'validate_domain': 'instance-00000001',
-                'validate_workload': 'sleep 0.3',
+                'validate_workload': 'sleep 1',
                 'validate_switch_period': 0.1,
                 'hardware': hardware,
             }
