@@ -5,7 +5,6 @@ runs both)."""
 
 import json
 import os
-import signal
 
 import click
 
@@ -56,22 +55,20 @@ def measure(root, vm, domain, bin_dir, prefix, tlb_args, fault_args,
         common.fail('give exactly one of --vm and --domain')
     fileutil.check_writable(out)
     transport = files.FileTransport(root)
-    old = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        if domain:
-            vm = vmfiles.vm_for_domain(root, transport, domain)
-        doc = calibration.measure(
-            transport, vm, bin_dir, prefix, repeats,
-            {calibration.TLB: tlb_args, calibration.FAULT: fault_args},
-            root=root, host=host_name,
-            echo=lambda line: click.echo(line, err=True))
-    except (vmfiles.Refused, measurement.MeasurementError,
-            calibration.BenchmarkError) as exc:
-        common.fail(str(exc))
-    except KeyboardInterrupt:
-        common.fail('interrupted; the VM\'s policy was restored')
-    finally:
-        signal.signal(signal.SIGTERM, old)
+    with common.sigterm_as_interrupt():
+        try:
+            if domain:
+                vm = vmfiles.vm_for_domain(root, transport, domain)
+            doc = calibration.measure(
+                transport, vm, bin_dir, prefix, repeats,
+                {calibration.TLB: tlb_args, calibration.FAULT: fault_args},
+                root=root, host=host_name,
+                echo=lambda line: click.echo(line, err=True))
+        except (vmfiles.Refused, measurement.MeasurementError,
+                calibration.BenchmarkError) as exc:
+            common.fail(str(exc))
+        except KeyboardInterrupt:
+            common.fail('interrupted; the VM\'s policy was restored')
     doc['modeled'] = doc['modeled'] or hostiface.simulated(root)
     fileutil.atomic_write(out, json.dumps(doc, indent=1) + '\n')
     click.echo('%s: %d runs on VM %s, generation %s%s' % (
@@ -107,7 +104,3 @@ def fit(results, out):
                    'per TLB miss (hap), %.4g us per switch' % (
                        path, len(hosts), costs.fault_s * 1e6,
                        costs.miss_s * 1e9, costs.switch_s * 1e6))
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt()

@@ -1,5 +1,7 @@
 """What the ``nova-paging`` command modules share."""
 
+import contextlib
+import signal
 import sys
 
 import click
@@ -51,6 +53,19 @@ def profile_set():
     for exc in found.reload(paths):
         click.echo('warning: %s; left out' % exc, err=True)
     return found
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """SIGTERM ends the block like Ctrl-C (KeyboardInterrupt), so a
+    measurement puts its VM back on either."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt()
+    old = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def configured_generation():

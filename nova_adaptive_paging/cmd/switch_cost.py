@@ -1,7 +1,6 @@
 """``nova-paging abi switch-cost``: the switch-cost measurement
 (:mod:`nova_adaptive_paging.host.switch_cost`) from the command line."""
 
-import signal
 
 import click
 
@@ -53,30 +52,23 @@ def switch_cost(root, vm, domain, workload, repeats, period, at, runs):
         common.fail('give exactly one of --vm and --domain')
     transport = files.FileTransport(root)
     is_modeled = host.simulated(root)
-    # SIGTERM ends the command like Ctrl-C: the VM is restored first.
-    old = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        if domain:
-            vm = vmfiles.vm_for_domain(root, transport, domain)
-        cost = measure.SwitchCost(
-            transport, vm, workload, repeats, period, fractions, kinds,
-            echo=lambda line: click.echo(line, err=True))
-        note = (costmodel.MODELED_NOTE if is_modeled
-                else 'measured on this host')
-        click.echo('switch cost of VM %s, workload %r (%s)'
-                   % (vm, workload, note))
-        results = cost.run()
-    except (vmfiles.Refused, measure.MeasurementError) as exc:
-        common.fail(str(exc))
-    except KeyboardInterrupt:
-        common.fail('interrupted; the VM\'s policy was restored')
-    finally:
-        signal.signal(signal.SIGTERM, old)
+    with common.sigterm_as_interrupt():
+        try:
+            if domain:
+                vm = vmfiles.vm_for_domain(root, transport, domain)
+            cost = measure.SwitchCost(
+                transport, vm, workload, repeats, period, fractions, kinds,
+                echo=lambda line: click.echo(line, err=True))
+            note = (costmodel.MODELED_NOTE if is_modeled
+                    else 'measured on this host')
+            click.echo('switch cost of VM %s, workload %r (%s)'
+                       % (vm, workload, note))
+            results = cost.run()
+        except (vmfiles.Refused, measure.MeasurementError) as exc:
+            common.fail(str(exc))
+        except KeyboardInterrupt:
+            common.fail('interrupted; the VM\'s policy was restored')
     for line in measure.table(results):
         click.echo(line)
     if is_modeled:
         click.echo(costmodel.MODELED_NOTE)
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt()

@@ -26,7 +26,8 @@ TLB, FAULT = 'tlb-chase', 'fault-churn'
 BENCHES = {TLB: 'nap-tlb-chase', FAULT: 'nap-fault-churn'}
 # The static runs the fit compares, and the round trip that gives the
 # switching cost.
-KINDS = vocabulary.MODES + (switch_cost.HSH,)
+ROUND_TRIP = switch_cost.HSH
+KINDS = vocabulary.MODES + (ROUND_TRIP,)
 # What every benchmark line must carry for the fit.
 FIELDS = ('bench', 'elapsed_s', 'minflt', 'tlb_misses')
 
@@ -71,8 +72,8 @@ def measure(transport, vm_name, bin_dir, exec_prefix='', repeats=3,
                                                 program)),
             args.get(bench, ''))))
         cost = switch_cost.SwitchCost(
-            transport, vm_name, command, repeats=repeats, period=0.05,
-            at=[0.5], runs=KINDS, echo=echo, capture=True)
+            transport, vm_name, command, repeats=repeats, at=[0.5],
+            runs=KINDS, echo=echo, capture=True)
         results = cost.run()
         for kind in KINDS:
             for rep, run in enumerate(results[kind]):

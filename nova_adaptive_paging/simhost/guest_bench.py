@@ -14,7 +14,6 @@ labels the figures modeled::
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 
@@ -46,11 +45,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     command = [c for c in args.command if c != '--']
     hw = costhw.resolve(args.hardware)
-    vm = args.vm or vmfiles.vm_for_domain(
-        args.root, files.FileTransport(args.root), args.domain)
-    with open(os.path.join(args.root, spec.DEBUGFS_DIR, vm,
-                           spec.FILE_MODE), encoding='ascii') as f:
-        mode = f.read().strip()
+    transport = files.FileTransport(args.root)
+    vm = args.vm or vmfiles.vm_for_domain(args.root, transport, args.domain)
+    mode = vmfiles.Vm(transport, vm).word(spec.FILE_MODE)
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
     if done.returncode:
         return done.returncode

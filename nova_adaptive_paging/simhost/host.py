@@ -291,7 +291,7 @@ class SimHost:
             if vm.pid_written != path:
                 fileutil.atomic_write(path, '%d\n' % vm.pid)
                 vm.pid_written = path
-        cpuinfo = os.path.join(self.root, 'proc/cpuinfo')
+        cpuinfo = cpu.cpuinfo_path(self.root)
         if not os.path.exists(cpuinfo):
             os.makedirs(os.path.dirname(cpuinfo), exist_ok=True)
             # The clock the agent converts hap_walk_cycles with, and a

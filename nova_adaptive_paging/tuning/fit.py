@@ -30,12 +30,10 @@ import dataclasses
 import datetime
 import statistics
 
-from nova_adaptive_paging.costmodel import hardware as costhw
 from nova_adaptive_paging import cpu
 from nova_adaptive_paging import exception
 from nova_adaptive_paging.host import calibration
 from nova_adaptive_paging import profiles
-from nova_adaptive_paging.tuning import calibrate
 from nova_adaptive_paging.tuning import profiler
 from nova_adaptive_paging import vocabulary
 
@@ -139,7 +137,8 @@ def fit_host(doc, source):
             'per TLB miss in hap mode; expected both positive (is the '
             'policy really forced? are the runs long enough to beat the '
             'noise?)' % (source, fault_s * 1e6, miss_s * 1e9))
-    trips = [r for r in doc['runs'] if r['kind'] == calibration.KINDS[-1]]
+    trips = [r for r in doc['runs']
+             if r['kind'] == calibration.ROUND_TRIP]
     switches = sum(r.get('switches', 0) for r in trips)
     if switches <= 0:
         raise FitError('%s: no switch in the round-trip runs; expected '
@@ -160,19 +159,17 @@ def _spread(values):
 def fit(documents, traces=None):
     """{generation: (Profile, [HostFit], Costs)} from (source, document)
     pairs; every document is checked before anything is fitted."""
-    by_gen = collections.defaultdict(list)
     for source, doc in documents:
         check(doc, source)
+    by_gen = collections.defaultdict(list)
+    for source, doc in documents:
         by_gen[doc['generation']].append(fit_host(doc, source))
     out = {}
     for gen, hosts in sorted(by_gen.items()):
         costs = profiler.Costs(**{
             f: statistics.median(getattr(h.costs, f) for h in hosts)
             for f in ('fault_s', 'miss_s', 'switch_s')})
-        base = costhw.for_generation(gen)
-        hw = profiler.cost_profile(base, costs, gen)
-        new, report = calibrate.calibrate(
-            hw, traces or calibrate.tuning_traces(), generation=gen)
+        base, _, new, report = profiler.calibrated(gen, costs, traces)
         modeled = any(h.modeled for h in hosts)
         source = (
             'nova-paging calibration fit%s: hosts %s, %d runs; extra cost '

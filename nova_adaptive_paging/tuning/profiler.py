@@ -120,6 +120,17 @@ def cost_profile(base, costs, generation):
         generation=generation)
 
 
+def calibrated(key, costs, traces=None):
+    """(base, hw, profile, report): ``costs`` put into the generation's
+    shipped cost profile, and the thresholds ``calibrate`` derives from
+    it (ValueError where the costs give no break-even)."""
+    base = costhw.for_generation(key)
+    hw = cost_profile(base, costs, key)
+    new, report = calibrate.calibrate(
+        hw, traces or calibrate.tuning_traces(), generation=key)
+    return base, hw, new, report
+
+
 def _active(g, fallback):
     """The profile in force on the generation's hosts, as a Profile."""
     if not g.thresholds or g.history is None:
@@ -148,11 +159,8 @@ def profile_generation(g, window, url, traces=None):
     if isinstance(costs, str):
         result.reason = costs
         return result
-    base = costhw.for_generation(g.key)
-    hw = cost_profile(base, costs, g.key)
     try:
-        new, report = calibrate.calibrate(
-            hw, traces or calibrate.tuning_traces(), generation=g.key)
+        base, hw, new, report = calibrated(g.key, costs, traces)
     except ValueError as exc:      # break-even needs positive differences
         result.reason = str(exc)
         return result
