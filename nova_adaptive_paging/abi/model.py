@@ -171,6 +171,18 @@ class VmModel:
         self.engine.reset(dsp.Mode.parse(mode))
         return True
 
+    def forbid_shadow(self):
+        """The VM became unable to run in shadow mode after its policy was
+        set (a vCPU's CPUID, SEV init; section 8): back in hap mode with a
+        hap policy, for good."""
+        if not self.can[vocabulary.SHADOW]:
+            return
+        self.can[vocabulary.SHADOW] = False
+        self.switch(vocabulary.HAP)
+        if self.policy != vocabulary.HAP:
+            self.policy = vocabulary.HAP
+            self.stats['switches_refused'] += 1
+
     # -- the files -------------------------------------------------------
     def read(self, name):
         if name == spec.FILE_POLICY:

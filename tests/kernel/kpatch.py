@@ -77,15 +77,15 @@ def guest_selftests():
 
 
 def assert_access_matrix(out, report):
-    """paging_switch_access_test passed: 1,536 accesses (64 PTEs x CR0.WP,
-    SMEP, SMAP x read, write, fetch) in each of hap, shadow and switching,
-    none differing from the architecture's rules."""
+    """paging_switch_access_test passed: 12,288 accesses (64 PTEs x 4 PDEs
+    x CR0.WP, SMEP, SMAP, EFER.NXE x read, write, fetch) in each of hap,
+    shadow and switching, none differing from the architecture's rules."""
     assert re.search(r'^NAP-RESULT access paging_switch_access_test PASS',
                      out, re.M), report
     counts = re.findall(r'(hap|shadow|switching) (\d+) accesses (\d+) '
                         r'mismatches', out)
     assert sorted((mode, int(n), int(bad)) for mode, n, bad in counts) == [
-        ('hap', 1536, 0), ('shadow', 1536, 0), ('switching', 1536, 0)], \
+        ('hap', 12288, 0), ('shadow', 12288, 0), ('switching', 12288, 0)], \
         report
     assert 'smep on smap on' in out, report
 
@@ -104,6 +104,28 @@ def assert_remap(out, report, replacements=4096, log_changes=16):
                      r'dirty logging turned on or off %d times$'
                      % (replacements, flips, flips, log_changes), out,
                      re.M), report
+
+
+def assert_abi(out, report):
+    """paging_switch_abi_test passed, with its checks of a VM ruled out
+    of shadow paging after its policy was set (PKU on its vCPU; the
+    vendor's nested-virtualization bit on a vCPU added later and under
+    the adaptive policy): each back at hap before its vCPU ran again."""
+    assert re.search(r'^NAP-RESULT abi paging_switch_abi_test PASS', out,
+                     re.M), report
+    late = re.findall(r'^NAP-OUT abi: ok \d+ EOPNOTSUPP after the fact: '
+                      r'(PKU|SVM|VMX) set on (its|a new) vCPU under policy '
+                      r'(shadow|adaptive) brings the VM back to hap$', out,
+                      re.M)
+    assert len(late) == 3, report
+
+
+def assert_memcg(out, report):
+    """paging_switch_memcg_test passed: the VM's cgroup paid for the rmaps
+    of a switch that another process asked for (the test's own bounds:
+    at least 3/4 of them to the VM's, less than 1/4 to the writer's)."""
+    assert re.search(r'^NAP-RESULT memcg paging_switch_memcg_test PASS',
+                     out, re.M), report
 
 
 def skipped(results):

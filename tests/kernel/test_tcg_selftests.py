@@ -68,7 +68,8 @@ def test_selftests_in_every_mode(guests):
     # the interface's selftest as abi, the paging off/on one as cr0.
     modes = {r[0] for r in results
              if not r[0].startswith('switch-')
-             and r[0] not in ('abi', 'cr0', 'cr3', 'access', 'remap')}
+             and r[0] not in ('abi', 'cr0', 'cr3', 'access', 'remap',
+                              'memcg')}
     assert modes == {'hap', 'shadow', 'storm'}, run.report
     failed = [r for r in results if r[2] == 'FAIL']
     assert not failed, run.report
@@ -100,9 +101,11 @@ def test_selftests_in_every_mode(guests):
     # Host pages replaced under two reading vCPUs while the VM switches:
     # no translation outlives its invalidation.
     kpatch.assert_remap(out, run.report)
-    # The interface's selftest: error codes, statistics, injected samples.
-    assert re.search(r'^NAP-RESULT abi paging_switch_abi_test PASS', out,
-                     re.M), run.report
+    # The interface's selftest: error codes (also for a VM ruled out after
+    # its policy), statistics, injected samples.
+    kpatch.assert_abi(out, run.report)
+    # A switch's rmaps charged to the VM's memory cgroup.
+    kpatch.assert_memcg(out, run.report)
     # The interface's conformance suite, run in the guest.
     conformance = re.findall(r'^NAP-CONFORMANCE (\S+) (\S+)', out, re.M)
     assert len(conformance) >= 12, run.report
@@ -260,7 +263,8 @@ def test_switch_storm_on_the_debug_kernel():
     assert ran == set(DEBUG_TESTS.split(',')) | {
         'paging_switch_storm_test', 'paging_switch_abi_test',
         'paging_switch_cr0_test', 'paging_switch_cr3_test',
-        'paging_switch_access_test', 'paging_switch_remap_test'}, run.report
+        'paging_switch_access_test', 'paging_switch_remap_test',
+        'paging_switch_memcg_test'}, run.report
     assert len(results) == len(ran), run.report
     assert 'NAP-DMESG' not in out, run.report
     assert rc == 0, run.report

@@ -71,6 +71,22 @@ def test_vm_that_needs_tdp_refuses_shadow():
     assert stats['switches_refused'] == 2
 
 
+@pytest.mark.parametrize('policy,to_hap', [('shadow', 1), ('adaptive', 0)])
+def test_a_vm_ruled_out_after_its_policy_goes_back_to_hap(policy, to_hap):
+    # What paging_switch_abi_test's "after the fact" checks see on the
+    # patched kernel (section 8 of the interface document).
+    host = make_host()
+    host.write(VM + 'paging_policy', policy)
+    host.vms['4242-11'].forbid_shadow()
+    assert host.read(VM + 'paging_policy') == 'hap\n'
+    assert host.read(VM + 'paging_mode') == 'hap\n'
+    stats = spec.parse_stats(host.read(VM + 'paging_stats'))
+    assert (stats['switches_refused'], stats['switches_to_hap']) == \
+        (1, to_hap)
+    assert errno_of(host.write, VM + 'paging_policy',
+                    'shadow') == errno.EOPNOTSUPP
+
+
 def test_guest_fault_source_precedence():
     vm = make_host().vms['4242-11']
     assert vm.guest_faults(intercepted=7) == (None, 'none')    # HAP
