@@ -9,7 +9,7 @@ the scheduler filter select hosts with them.  The names are
 * ``CUSTOM_PAGING_SWITCHING``: the switching patch is loaded with an ABI
   version this package drives, the host can run both modes, and nothing
   in the running kernel stops the agent from switching (AVIC, no TDP
-  MMU, Intel PT in host-guest mode, kernel lockdown: see ``blockers``),
+  MMU, Intel PT in host-guest mode: see ``blockers``),
   so it can honour ``adaptive``;
 * ``CUSTOM_PAGING_HAP``: a VM can run with EPT/NPT (TDP enabled in the
   vendor module);

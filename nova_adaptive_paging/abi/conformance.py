@@ -168,6 +168,14 @@ class Suite:
         if stats['abi_version'] != spec.ABI_VERSION:
             raise Failure('paging_stats abi_version is %d'
                           % stats['abi_version'])
+        # A name that is no file of the interface is missing (ENOENT),
+        # whichever way the files are reached.
+        try:
+            self.t.read(self.vm_file('paging_nothing'))
+        except FileNotFoundError:
+            pass
+        else:
+            raise Failure('VM %s reads a file paging_nothing' % self.vm)
 
     def check_fixed_policies_switch_and_count(self):
         with self.preserved():

@@ -1,4 +1,4 @@
-"""The host switching interface, version 1: names, formats, error codes.
+"""The host switching interface, version 2: names, formats, error codes.
 
 The normative text is ``kvm-patch/Documentation/paging-switch-abi.rst``;
 this module is its machine-readable half, used by the agent, the
@@ -8,12 +8,13 @@ formats are parsed and printed here and nowhere else.
 
 import errno
 import re
+import struct
 
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging import exception
 from nova_adaptive_paging import vocabulary
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 # Host-wide, under <root>/sys/module/kvm/parameters/.
 PARAMS_DIR = 'sys/module/kvm/parameters'
@@ -45,6 +46,18 @@ FILE_INJECT = 'paging_inject'
 FILE_STATS = 'paging_stats'
 VM_FILES = (FILE_POLICY, FILE_MODE, FILE_SWITCH, FILE_THRESHOLDS,
             FILE_GUEST_FAULTS, FILE_INJECT, FILE_STATS)
+
+# The same per-VM files through the VM file descriptor (version 2), which a
+# kernel in lockdown leaves open: KVM_PAGING_SWITCH_IO takes struct
+# kvm_paging_switch_io {char name[32]; u32 flags; u32 size; u64 data;}.
+VM_FD_LINK = 'anon_inode:kvm-vm'    # readlink of a VM fd in /proc
+IO_STRUCT = struct.Struct('=32sIIQ')
+IO_NAME_MAX = 31                    # name[32], NUL-terminated
+IO_WRITE = 1 << 0
+IO_READ_MAX = 4096                  # a file's text fits in a page
+_IOC_READ_WRITE, _KVMIO = 3, 0xAE
+KVM_PAGING_SWITCH_IO = ((_IOC_READ_WRITE << 30) | (IO_STRUCT.size << 16)
+                        | (_KVMIO << 8) | 0xf0)
 
 POLICIES = vocabulary.POLICIES
 MODES = vocabulary.MODES

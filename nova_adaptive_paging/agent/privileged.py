@@ -1,12 +1,14 @@
 """The agent's only privileged code: reading and writing the switching
 interface's files on a real host, through oslo.privsep.
 
-debugfs (``/sys/kernel/debug``) is readable by root alone and the
-interface's files are root's, so the agent runs unprivileged and asks a
-privsep daemon with ``CAP_DAC_OVERRIDE`` and ``CAP_DAC_READ_SEARCH`` for
-exactly these operations; in advisory mode the same daemon, with
-``CAP_PERFMON`` and ``CAP_SYS_PTRACE``, opens and reads the guest-only
-counters of QEMU's vCPU threads (and nothing else).  The daemon checks
+The per-VM files are reached through QEMU's VM file descriptor
+(``host.vmfd``: pidfd_getfd(2) needs ptrace rights over QEMU) and the
+host-wide ones are root's module parameters, so the agent runs
+unprivileged and asks a privsep daemon with ``CAP_SYS_PTRACE``,
+``CAP_DAC_OVERRIDE`` and ``CAP_DAC_READ_SEARCH`` for exactly these
+operations; in advisory mode the same daemon, with ``CAP_PERFMON``, opens
+and reads the guest-only counters of QEMU's vCPU threads (and nothing
+else).  The daemon checks
 every path against the interface's own names (``abi/spec.py``): a
 compromised agent can change a VM's paging policy or the host's
 thresholds, never open another file.
@@ -24,7 +26,7 @@ from oslo_privsep import priv_context
 
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.agent import perf
-from nova_adaptive_paging.host import files
+from nova_adaptive_paging.host import vmfd
 
 # linux/capability.h: newer oslo.privsep releases name it, the 3.0 that
 # Debian 12 packages does not (the agent's end-to-end test runs on it).
@@ -36,8 +38,9 @@ host_admin = priv_context.PrivContext(
     pypath=__name__ + '.host_admin',
     capabilities=[capabilities.CAP_DAC_OVERRIDE,
                   capabilities.CAP_DAC_READ_SEARCH,
-                  # advisory mode: guest-only counters of QEMU's threads
-                  CAP_PERFMON, capabilities.CAP_SYS_PTRACE],
+                  # QEMU's VM descriptor (pidfd_getfd), and in advisory
+                  # mode the guest-only counters of QEMU's threads
+                  capabilities.CAP_SYS_PTRACE, CAP_PERFMON],
 )
 
 _VM_FILE = re.compile(r'%s/\d+-\d+/(%s)' % (
@@ -64,7 +67,7 @@ def check_path(rel, write=False):
                               'may %s' % ('write' if write else 'read'), rel)
 
 
-_HOST = files.FileTransport('/')
+_HOST = vmfd.VmFdTransport('/')
 
 
 @host_admin.entrypoint
@@ -157,8 +160,8 @@ class Transport:
         _use_our_helper(conf)
 
     def read(self, rel):
-        # Most of /sys is world-readable: only what is not (debugfs)
-        # goes through the daemon.
+        # Most of /sys is world-readable: only what is not (another
+        # user's VM descriptor) goes through the daemon.
         try:
             return _HOST.read(rel)
         except PermissionError:

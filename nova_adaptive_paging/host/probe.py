@@ -91,10 +91,11 @@ def lockdown(root):
 def blockers(root, vendor):
     """Why the agent could not drive a loaded patch here, one line each.
 
-    The interface's control files are in debugfs, which a locked-down
-    kernel (any level) refuses to write; the series switches only with
-    the TDP MMU; AVIC and Intel PT in host-guest mode make the kernel
-    refuse every switch (Documentation/paging-switch-abi.rst, section 8).
+    The series switches only with the TDP MMU; AVIC and Intel PT in
+    host-guest mode make the kernel refuse every switch
+    (Documentation/paging-switch-abi.rst, section 8).  Kernel lockdown
+    is not one: interface version 2 reaches the per-VM files through the
+    VM file descriptor (``host.vmfd``), which lockdown leaves open.
     """
     found = []
     if not tdp_mmu(root):
@@ -106,10 +107,6 @@ def blockers(root, vendor):
     if vendor == 'kvm_intel' and pt_host_guest(root):
         found.append('%s is 1: Intel PT in host-guest mode needs EPT'
                      % PT_MODE)
-    level = lockdown(root)
-    if level != 'none':
-        found.append('%s is %s: a locked-down kernel refuses writes to '
-                     'the interface\'s debugfs files' % (LOCKDOWN, level))
     return tuple(found)
 
 

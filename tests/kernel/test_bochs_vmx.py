@@ -28,6 +28,7 @@ import re
 
 import pytest
 
+from nova_adaptive_paging.abi import spec
 from tests.kernel import kpatch
 
 ENABLED = os.environ.get('NAP_KERNEL_TESTS') == '1'
@@ -48,7 +49,8 @@ def test_vmx_switching_under_bochs(guests):
     run = guests['bochs'].wait()
     rc, out = run.rc, run.out
     # kvm_intel came up with what switching needs.
-    assert re.search(r'^NAP-ABI 1$', out, re.M), run.report
+    assert re.search(r'^NAP-ABI %d$' % spec.ABI_VERSION, out, re.M), \
+        run.report
     results = kpatch.results(out)
     upstream = {(mode, test) for mode, test, verdict, _, _ in results
                 if mode in ('hap', 'shadow', 'storm') and verdict == 'PASS'}
@@ -81,6 +83,7 @@ def test_vmx_switching_under_bochs(guests):
     assert re.search(r'^NAP-OUT abi: ok \d+ EOPNOTSUPP: .* VMX in its CPUID',
                      out, re.M), run.report
     kpatch.assert_abi(out, run.report)
+    kpatch.assert_lockdown(out, run.report)
     kpatch.assert_memcg(out, run.report)
     assert 'NAP-DMESG' not in out, run.report
     assert rc == 0, run.report

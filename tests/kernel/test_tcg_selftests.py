@@ -104,12 +104,18 @@ def test_selftests_in_every_mode(guests):
     # The interface's selftest: error codes (also for a VM ruled out after
     # its policy), statistics, injected samples.
     kpatch.assert_abi(out, run.report)
+    # Locked down: the interface through the VM fd alone.
+    kpatch.assert_lockdown(out, run.report)
     # A switch's rmaps charged to the VM's memory cgroup.
     kpatch.assert_memcg(out, run.report)
-    # The interface's conformance suite, run in the guest.
-    conformance = re.findall(r'^NAP-CONFORMANCE (\S+) (\S+)', out, re.M)
-    assert len(conformance) >= 12, run.report
-    assert all(result == 'PASS' for _, result in conformance), run.report
+    # The interface's conformance suite, run in the guest through debugfs
+    # and, locked down, through the VM fd (host.vmfd).
+    conformance = re.findall(r'^NAP-CONFORMANCE (\S+) (\S+) (\S+)', out,
+                             re.M)
+    for transport in ('debugfs', 'vmfd'):
+        checks = [r for t, _, r in conformance if t == transport]
+        assert len(checks) >= 12, run.report
+        assert all(r == 'PASS' for r in checks), run.report
     assert rc == 0, run.report
 
 

@@ -4,10 +4,12 @@ parameters print bools as Y/N, securityfs brackets the lockdown level)."""
 
 import pytest
 
+from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.host import probe
 from nova_adaptive_paging import vocabulary
 
 P = vocabulary.Paging
+V = spec.ABI_VERSION
 
 
 def write(root, rel, text):
@@ -31,11 +33,12 @@ def host_root(tmp_path, abi=None, module='kvm_amd', tdp='Y', tdp_mmu='Y',
 
 
 @pytest.mark.parametrize('abi,module,tdp,modes,switching', [
-    (1, 'kvm_amd', 'Y', {P.ADAPTIVE, P.HAP, P.SHADOW}, True),
-    (1, 'kvm_intel', 'N', {P.SHADOW}, False),     # patched, ept=0
+    (V, 'kvm_amd', 'Y', {P.ADAPTIVE, P.HAP, P.SHADOW}, True),
+    (V, 'kvm_intel', 'N', {P.SHADOW}, False),     # patched, ept=0
     (None, 'kvm_intel', 'Y', {P.HAP}, False),     # stock KVM
     (None, 'kvm_amd', 'N', {P.SHADOW}, False),    # stock, npt=0
-    (2, 'kvm_amd', 'Y', {P.HAP}, False),          # unknown ABI: no patch
+    (V + 1, 'kvm_amd', 'Y', {P.HAP}, False),      # unknown ABI: no patch
+    (1, 'kvm_amd', 'Y', {P.HAP}, False),          # version 1: no ioctl
     ('1x', 'kvm_amd', 'Y', {P.HAP}, False),       # unreadable version
     (None, None, 'Y', set(), False),              # no KVM at all
 ])
@@ -57,17 +60,13 @@ BLOCKED = [
     ('kvm_amd', {'sys/module/kvm/parameters/tdp_mmu': 'N'}, 'TDP MMU'),
     ('kvm_intel', {'sys/module/kvm_intel/parameters/pt_mode': '1'},
      'Intel PT'),
-    ('kvm_amd', {'sys/kernel/security/lockdown':
-                 'none [integrity] confidentiality'}, 'integrity'),
-    ('kvm_intel', {'sys/kernel/security/lockdown':
-                   'none integrity [confidentiality]'}, 'confidentiality'),
 ]
 
 
 @pytest.mark.parametrize('module,files,reason', BLOCKED)
 def test_a_kernel_that_cannot_be_driven_claims_no_switching(
         tmp_path, module, files, reason):
-    root = host_root(tmp_path, 1, module, 'Y')
+    root = host_root(tmp_path, V, module, 'Y')
     for rel, text in files.items():
         write(tmp_path, rel, text)
     c = probe.detect(root, 'amd-zen3', calibrated=True)
@@ -78,22 +77,35 @@ def test_a_kernel_that_cannot_be_driven_claims_no_switching(
 
 
 def test_missing_tdp_mmu_parameter_blocks(tmp_path):
-    root = host_root(tmp_path, 1, 'kvm_amd', 'Y')
+    root = host_root(tmp_path, V, 'kvm_amd', 'Y')
     (tmp_path / 'sys/module/kvm/parameters/tdp_mmu').unlink()
     assert not probe.tdp_mmu(root)
     assert probe.detect(root, 'amd-zen3', False).modes == {P.HAP}
 
 
+@pytest.mark.parametrize('level', ['integrity', 'confidentiality'])
+def test_lockdown_does_not_block(tmp_path, level):
+    # Version 2 drives the per-VM files through the VM file descriptor,
+    # which lockdown leaves open (debugfs it closes for writing).
+    words = ['none', 'integrity', 'confidentiality']
+    root = host_root(tmp_path, V, 'kvm_amd', 'Y', **{
+        'sys/kernel/security/lockdown': ' '.join(
+            '[%s]' % w if w == level else w for w in words)})
+    assert probe.lockdown(root) == level
+    c = probe.detect(root, 'amd-zen3', False)
+    assert c.switching and c.blockers == ()
+
+
 def test_facts_that_do_not_block(tmp_path):
     # AVIC matters on AMD only, PT host-guest mode on Intel only, and an
     # unlocked kernel or one without the lockdown LSM is "none".
-    root = host_root(tmp_path, 1, 'kvm_intel', 'Y', **{
+    root = host_root(tmp_path, V, 'kvm_intel', 'Y', **{
         'sys/module/kvm_amd/parameters/avic': 'Y',
         'sys/kernel/security/lockdown': '[none] integrity confidentiality'})
     assert probe.lockdown(root) == 'none'
     assert probe.detect(root, 'intel-icelake-server', False).switching
     assert probe.lockdown(str(tmp_path / 'elsewhere')) == 'none'
-    root2 = host_root(tmp_path / 'amd', 1, 'kvm_amd', 'Y', **{
+    root2 = host_root(tmp_path / 'amd', V, 'kvm_amd', 'Y', **{
         'sys/module/kvm_intel/parameters/pt_mode': '1',
         'sys/module/kvm_amd/parameters/avic': 'N'})
     assert probe.detect(root2, 'amd-zen3', False).switching

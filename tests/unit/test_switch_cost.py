@@ -174,15 +174,16 @@ def test_missing_abi_is_refused_naming_the_file():
     with pytest.raises(vmfiles.Refused) as err:
         switch_cost.SwitchCost(t, NAME, WORKLOAD).run()
     assert abi in str(err.value) and 'missing' in str(err.value)
-    assert 'ABI version 1' in str(err.value)
+    assert 'ABI version %d' % spec.ABI_VERSION in str(err.value)
     assert t.writes == []
 
 
 def test_other_abi_version_is_refused():
     host = make_host()
     abi = '%s/%s' % (spec.PARAMS_DIR, spec.PARAM_ABI)
-    t = Wrapped(host, values={abi: '2\n'})
-    with pytest.raises(vmfiles.Refused, match=r': 2; expected ABI'):
+    # Version 1 had no VM-fd path: an agent of version 2 cannot drive it.
+    t = Wrapped(host, values={abi: '1\n'})
+    with pytest.raises(vmfiles.Refused, match=r': 1; expected ABI'):
         switch_cost.SwitchCost(t, NAME, WORKLOAD).run()
     assert t.writes == []
 
@@ -269,8 +270,7 @@ def test_domain_maps_to_its_vm_directory(tmp_path):
 def test_cli_labels_simulated_host_as_modeled(tmp_path, monkeypatch):
     host = make_host()
     os.makedirs(tmp_path / control.CONTROL_DIR)
-    monkeypatch.setattr(switch_cost_cmd.files, 'FileTransport',
-                        lambda root: host)
+    monkeypatch.setattr(switch_cost_cmd.vmfd, 'for_root', lambda root: host)
     result = CliRunner().invoke(cli.main, [
         'abi', 'switch-cost', '--root', str(tmp_path), '--vm', NAME,
         '--workload', WORKLOAD, '--repeats', '1', '--period', '0.01'])
@@ -285,7 +285,8 @@ def test_cli_refuses_host_without_the_patch(tmp_path):
         'abi', 'switch-cost', '--root', str(tmp_path), '--vm', NAME,
         '--workload', WORKLOAD])
     assert result.exit_code == 2
-    assert 'paging_switch_abi: missing; expected ABI version 1' in \
+    assert 'paging_switch_abi: missing; expected ABI version %d' % \
+        spec.ABI_VERSION in \
         result.output
 
 

@@ -1,0 +1,160 @@
+"""The per-VM files through the VM's file descriptor (interface version 2).
+
+A kernel in lockdown (Secure Boot hosts) refuses to open any debugfs file
+that can be written, so the per-VM files are also served by the
+``KVM_PAGING_SWITCH_IO`` ioctl on the VM file descriptor, which works
+whatever the lockdown level.  QEMU holds that descriptor; this transport
+takes a copy with pidfd_getfd(2), which needs ptrace rights over QEMU
+(root's, or ``CAP_SYS_PTRACE``), and issues the ioctl on it.  QEMU is not
+involved and need not be changed.
+
+The paths stay those of debugfs, so that everything above the transport
+is the same: ``sys/kernel/debug/kvm/<pid>-<fd>/<file>`` names the VM whose
+descriptor is ``<fd>`` in process ``<pid>``, and a listing of
+``sys/kernel/debug/kvm`` is made from ``/proc``, not from debugfs (which a
+host may not mount, and where two VMs of one process can collide).  Any
+other path is a file under the root, as with ``files.FileTransport``.
+Errors are ``OSError`` with the errno the kernel gave, as a file's write
+would.
+"""
+
+import contextlib
+import ctypes
+import errno
+import fcntl
+import os
+
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging.host import files
+
+_SYS_PIDFD_GETFD = 438      # x86-64
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _gone(what):
+    return FileNotFoundError(errno.ENOENT, 'no such VM', what)
+
+
+class VmFdTransport(files.FileTransport):
+    """The interface under ``root`` (``/``), per-VM files by ioctl."""
+
+    def _vm_path(self, rel):
+        """``(pid, fd, file)`` of a per-VM path (file None for the VM's
+        directory), or None for any other path."""
+        head, _, rest = rel.strip('/').partition(spec.DEBUGFS_DIR + '/')
+        if head or not rest:
+            return None
+        name, _, file = rest.partition('/')
+        m = spec.VM_DIR_RE.match(name)
+        if not m or '/' in file:
+            return None
+        return int(m.group('pid')), int(m.group('fd')), file or None
+
+    def _proc(self, *parts):
+        return os.path.join(self.root, 'proc', *map(str, parts))
+
+    @contextlib.contextmanager
+    def _vm_fd(self, pid, fd, what):
+        """A copy of process ``pid``'s VM descriptor ``fd``."""
+        try:
+            pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            raise _gone(what)
+        try:
+            copy = _libc.syscall(_SYS_PIDFD_GETFD, pidfd, fd, 0)
+            if copy < 0:
+                err = ctypes.get_errno()
+                if err == errno.EBADF:
+                    raise _gone(what)
+                raise OSError(err, os.strerror(err), what)
+        finally:
+            os.close(pidfd)
+        try:
+            if os.readlink('/proc/self/fd/%d' % copy) != spec.VM_FD_LINK:
+                raise _gone(what)
+            yield copy
+        finally:
+            os.close(copy)
+
+    def _io(self, rel, write, text=''):
+        pid, fd, file = self._vm_path(rel)
+        # Any other name is the kernel's to refuse (ENOENT).
+        if not file or len(file.encode('ascii')) > spec.IO_NAME_MAX:
+            raise _gone(rel)
+        data = ctypes.create_string_buffer(
+            text.encode('ascii') if write else spec.IO_READ_MAX)
+        size = len(text) if write else spec.IO_READ_MAX
+        arg = bytearray(spec.IO_STRUCT.pack(
+            file.encode('ascii'), spec.IO_WRITE if write else 0, size,
+            ctypes.addressof(data)))
+        with self._vm_fd(pid, fd, rel) as vm:
+            try:
+                fcntl.ioctl(vm, spec.KVM_PAGING_SWITCH_IO, arg, True)
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, rel)
+        _, _, size, _ = spec.IO_STRUCT.unpack(arg)
+        return data.raw[:size].decode('ascii')
+
+    def read(self, rel):
+        if self._vm_path(rel) is None:
+            return super().read(rel)
+        return self._io(rel, write=False)
+
+    def write(self, rel, text):
+        if self._vm_path(rel) is None:
+            return super().write(rel, text)
+        self._io(rel, write=True, text=text)
+
+    def _vms(self):
+        """``<pid>-<fd>`` of every VM descriptor of every process."""
+        found = []
+        for pid in os.listdir(self._proc()):
+            if not pid.isdigit():
+                continue
+            try:
+                fds = os.listdir(self._proc(pid, 'fd'))
+            except OSError:     # gone, or not ours to see
+                continue
+            for fd in fds:
+                try:
+                    link = os.readlink(self._proc(pid, 'fd', fd))
+                except OSError:
+                    continue
+                if link == spec.VM_FD_LINK:
+                    found.append('%s-%s' % (pid, fd))
+        return found
+
+    def listdir(self, rel):
+        if rel.strip('/') == spec.DEBUGFS_DIR:
+            return self._vms()
+        vm = self._vm_path(rel)
+        if vm is None:
+            return super().listdir(rel)
+        if vm[2] is not None or not self._is_vm(vm[0], vm[1], rel):
+            raise _gone(rel)
+        return list(spec.VM_FILES)
+
+    def _is_vm(self, pid, fd, rel):
+        try:
+            with self._vm_fd(pid, fd, rel):
+                return True
+        except FileNotFoundError:
+            return False
+
+    def exists(self, rel):
+        if rel.strip('/') == spec.DEBUGFS_DIR:
+            return True
+        vm = self._vm_path(rel)
+        if vm is None:
+            return super().exists(rel)
+        return (vm[2] is None or vm[2] in spec.VM_FILES) and \
+            self._is_vm(vm[0], vm[1], rel)
+
+
+def for_root(root):
+    """The interface under ``root``: on this host's ``/`` the per-VM files
+    go through the VM descriptor (they work under lockdown); under any
+    other root (a simulated host's files) they are files."""
+    if root.rstrip('/') == '':
+        return VmFdTransport('/')
+    return files.FileTransport(root)

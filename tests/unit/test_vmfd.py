@@ -1,0 +1,95 @@
+"""The per-VM files through the VM file descriptor (host.vmfd), up to the
+ioctl.  No machine here has a KVM VM to take a descriptor from (no
+/dev/kvm): the ioctl itself runs in the emulated hosts
+(tests/kernel, the conformance suite through this transport with the
+kernel locked down).  Here: which VMs a /proc lists, and that anything
+that is not a VM's descriptor reads as a missing file."""
+
+import os
+import subprocess
+
+import pytest
+
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging.host import files
+from nova_adaptive_paging.host import vmfd
+
+
+def vm_rel(pid, fd, name=spec.FILE_POLICY):
+    return '%s/%d-%d/%s' % (spec.DEBUGFS_DIR, pid, fd, name)
+
+
+def test_vms_are_listed_from_proc(tmp_path):
+    # /proc/<pid>/fd/<fd> links as the kernel shows them.
+    links = {(100, 3): 'anon_inode:kvm', (100, 11): spec.VM_FD_LINK,
+             (100, 12): 'anon_inode:kvm-vcpu:0', (200, 9): spec.VM_FD_LINK,
+             (200, 10): spec.VM_FD_LINK, (300, 0): '/dev/null'}
+    for (pid, fd), target in links.items():
+        d = tmp_path / 'proc' / str(pid) / 'fd'
+        d.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, d / str(fd))
+    (tmp_path / 'proc' / 'self').mkdir()
+    (tmp_path / 'proc' / '400').mkdir()       # no fd directory to read
+    t = vmfd.VmFdTransport(str(tmp_path))
+    assert sorted(t.listdir(spec.DEBUGFS_DIR)) == \
+        ['100-11', '200-10', '200-9']
+    assert t.exists(spec.DEBUGFS_DIR)
+
+
+def test_other_paths_are_files_under_the_root(tmp_path):
+    rel = '%s/%s' % (spec.PARAMS_DIR, spec.PARAM_THRESHOLDS)
+    (tmp_path / spec.PARAMS_DIR).mkdir(parents=True)
+    (tmp_path / rel).write_text('')
+    t = vmfd.VmFdTransport(str(tmp_path))
+    t.write(rel, 'history=3\n')
+    assert t.read(rel) == 'history=3\n'
+    assert t.exists(rel)
+    assert t.listdir(spec.PARAMS_DIR) == [spec.PARAM_THRESHOLDS]
+
+
+def test_a_descriptor_that_is_no_vm_is_no_vm(tmp_path):
+    r, w = os.pipe()
+    try:
+        t = vmfd.VmFdTransport(str(tmp_path))
+        rel = vm_rel(os.getpid(), r)
+        with pytest.raises(FileNotFoundError):
+            t.read(rel)
+        with pytest.raises(FileNotFoundError):
+            t.write(rel, 'shadow\n')
+        assert not t.exists(rel)
+        with pytest.raises(FileNotFoundError):
+            t.listdir(os.path.dirname(rel))
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_a_closed_descriptor_or_a_gone_process_is_no_vm(tmp_path):
+    r, w = os.pipe()
+    os.close(r)
+    os.close(w)
+    t = vmfd.VmFdTransport(str(tmp_path))
+    with pytest.raises(FileNotFoundError):
+        t.read(vm_rel(os.getpid(), r))
+    gone = subprocess.Popen(['true'])
+    gone.wait()
+    pid = gone.pid
+    with pytest.raises(FileNotFoundError):
+        t.read(vm_rel(pid, 3, spec.FILE_STATS))
+    assert not t.exists(vm_rel(pid, 3))
+
+
+def test_only_this_hosts_root_uses_the_descriptor(tmp_path):
+    assert isinstance(vmfd.for_root('/'), vmfd.VmFdTransport)
+    other = vmfd.for_root(str(tmp_path))
+    assert type(other) is files.FileTransport
+    assert other.root == str(tmp_path)
+
+
+def test_the_request_is_the_kernels_struct():
+    # struct kvm_paging_switch_io: char name[32]; __u32 flags;
+    # __u32 size; __u64 data; no padding: 48 bytes, and _IOWR(KVMIO,
+    # 0xf0, it) as <asm-generic/ioctl.h> composes it (dir 3 = read and
+    # write in bits 31:30, size in 29:16, type 0xAE in 15:8, nr in 7:0).
+    assert spec.IO_STRUCT.size == 32 + 4 + 4 + 8
+    assert spec.KVM_PAGING_SWITCH_IO == 0xc030aef0
