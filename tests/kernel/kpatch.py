@@ -126,7 +126,8 @@ def assert_lockdown(out, report):
     through KVM_PAGING_SWITCH_IO, and saw debugfs refuse the writable
     files while paging_stats stayed readable; the ioctl's own checks
     (its errors, a short buffer, the same text as debugfs, a caller with
-    another mm) passed before the lockdown too."""
+    another mm, a VM without a debugfs directory of its own) passed
+    before the lockdown too."""
     assert re.search(r'^NAP-LOCKDOWN .*\[integrity\]', out, re.M), report
     assert re.search(r'^NAP-RESULT abi-lockdown paging_switch_abi_test '
                      r'PASS', out, re.M), report
@@ -137,6 +138,9 @@ def assert_lockdown(out, report):
     for run in ('abi', 'abi-lockdown'):
         assert re.search(r'^NAP-OUT %s: ok \d+ KVM_PAGING_SWITCH_IO: ' % run,
                          out, re.M), report
+        # A VM whose debugfs name an earlier VM of its process holds.
+        assert re.search(r'^NAP-OUT %s: ok \d+ a second VM on a taken '
+                         r'<pid>-<fd> name' % run, out, re.M), report
 
 
 def assert_memcg(out, report):
