@@ -68,7 +68,7 @@ class Guest:
     domain: str
     instance: guestlib.Instance
     decision: guestlib.Decision
-    vm: str = None                  # its debugfs directory
+    vm: str = None                  # its <pid>-<fd> name
     target: writer.Target = None
     problem: str = None             # why it is not (yet) as it should be
     stats: dict = None              # the last paging_stats read

@@ -28,8 +28,8 @@ def calibration_group():
 @click.option('--root', default='/', show_default=True,
               type=click.Path(file_okay=False),
               help='Root of the interface\'s files.')
-@click.option('--vm', metavar='PID-FD', help='The calibration VM\'s '
-              'debugfs directory name under sys/kernel/debug/kvm.')
+@click.option('--vm', metavar='PID-FD', help='The calibration VM: QEMU\'s '
+              'pid and its VM descriptor (the debugfs directory name).')
 @click.option('--domain', metavar='NAME', help='The calibration guest\'s '
               'libvirt domain.')
 @click.option('--bin-dir', required=True, metavar='DIR',

@@ -16,8 +16,8 @@ from nova_adaptive_paging.host import vm as vmfiles
 @click.option('--root', default='/', show_default=True,
               type=click.Path(file_okay=False),
               help='Root of the interface\'s files.')
-@click.option('--vm', metavar='PID-FD', help='The VM\'s debugfs directory '
-              'name under sys/kernel/debug/kvm.')
+@click.option('--vm', metavar='PID-FD', help='The VM: QEMU\'s pid and its '
+              'VM descriptor (the debugfs directory name).')
 @click.option('--domain', metavar='NAME', help='libvirt domain; its QEMU '
               'pid file gives the VM directory.')
 @click.option('--workload', required=True, metavar='COMMAND',
