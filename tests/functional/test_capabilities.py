@@ -2,6 +2,7 @@
 
 from click.testing import CliRunner
 
+from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.cmd import cli
 from nova_adaptive_paging import placement
 from nova_adaptive_paging import vocabulary
@@ -84,7 +85,7 @@ class TestPublishing(base.PagingTestBase):
     def test_cli_publishes_from_the_host_files(self):
         root = self.useFixture(base.fixtures.TempDir()).path
         for rel, value in (('sys/module/kvm/parameters/paging_switch_abi',
-                            '1'),
+                            str(spec.ABI_VERSION)),
                            ('sys/module/kvm/parameters/tdp_mmu', 'Y'),
                            ('sys/module/kvm_amd/parameters/npt', 'Y')):
             path = '%s/%s' % (root, rel)
