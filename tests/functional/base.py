@@ -22,6 +22,7 @@ from nova.scheduler.client import report
 from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional import integrated_helpers
 
+from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging import capabilities
 from nova_adaptive_paging import placement
 from nova_adaptive_paging import policy
@@ -42,8 +43,10 @@ HOSTS = {
                                              'server', False),
     'stock-ept': capabilities.Capabilities(0, True, 'intel-icelake-server',
                                            False),
-    'patched1': capabilities.Capabilities(1, True, 'amd-zen3', False),
-    'patched2': capabilities.Capabilities(1, True, 'intel-nehalem', True),
+    'patched1': capabilities.Capabilities(spec.ABI_VERSION, True, 'amd-zen3',
+                                          False),
+    'patched2': capabilities.Capabilities(spec.ABI_VERSION, True,
+                                          'intel-nehalem', True),
 }
 # The hosts that may not take a request weigh most, so that a guest lands
 # where it may because of the filter, not because of the weighers.
