@@ -28,6 +28,7 @@ from nova_adaptive_paging.agent import thresholds as thresholdslib
 from nova_adaptive_paging.agent import writer
 from nova_adaptive_paging import cpu
 from nova_adaptive_paging.costmodel import hardware as costhw
+from nova_adaptive_paging import host
 from nova_adaptive_paging.host import files
 from nova_adaptive_paging.host import probe
 from nova_adaptive_paging.host import vm as vmfiles
@@ -36,16 +37,10 @@ from nova_adaptive_paging.telemetry import metrics
 LOG = logging.getLogger(__name__)
 
 
-def is_host_root(root):
-    """Whether ``root`` is this host's own ``/`` (privileged access goes
-    through the privsep daemon), not a simulated host's directory."""
-    return root.rstrip('/') == ''
-
-
 def counters_for(root):
     """How guest-only counters are opened: through the privsep daemon on
     a real host, in process elsewhere."""
-    if is_host_root(root):
+    if host.is_host_root(root):
         from nova_adaptive_paging.agent import privileged
         return privileged.Counters
     return perf.GuestCounters
@@ -55,7 +50,7 @@ def transport_for(root, conf=None):
     """The host interface under ``root``: through the privsep daemon on a
     real host (configured by ``conf``'s files), directly under any other
     root (a simulated host's files are the agent's own)."""
-    if is_host_root(root):
+    if host.is_host_root(root):
         from nova_adaptive_paging.agent import privileged
         return privileged.Transport(conf)
     return files.FileTransport(root)

@@ -16,6 +16,12 @@ import os
 SIMULATED_MARKER = '.sim'
 
 
+def is_host_root(root):
+    """Whether ``root`` is this host's own ``/`` (the kernel's files and
+    VM descriptors), not a simulated host's directory."""
+    return root.rstrip('/') == ''
+
+
 def simulated(root):
     """Whether ``root`` is served by ``nova-paging sim-host``."""
     return os.path.isdir(os.path.join(root, SIMULATED_MARKER))

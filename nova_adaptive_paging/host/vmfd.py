@@ -25,6 +25,7 @@ import fcntl
 import os
 
 from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging import host
 from nova_adaptive_paging.host import files
 
 _SYS_PIDFD_GETFD = 438      # x86-64
@@ -155,6 +156,6 @@ def for_root(root):
     """The interface under ``root``: on this host's ``/`` the per-VM files
     go through the VM descriptor (they work under lockdown); under any
     other root (a simulated host's files) they are files."""
-    if root.rstrip('/') == '':
+    if host.is_host_root(root):
         return VmFdTransport('/')
     return files.FileTransport(root)
