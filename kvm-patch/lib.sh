@@ -41,6 +41,34 @@ python3-oslo.log,python3-oslo.privsep,python3-prometheus-client,\
 python3-keystoneauth1,python3-yaml,python3-bcrypt,python3-click,\
 libvirt-daemon,libvirt-clients,qemu-system-x86
 
+# The Linux guest OS that the test guests boot with QEMU/KVM (guest/init,
+# nap.linux=1): Debian's kernel for the release packages.txt builds
+# against, as apt fetches it from this machine's archive.
+LINUX_GUEST_PACKAGE=linux-image-6.12.117+deb12-amd64-unsigned
+
+# linux_guest DIR: DIR/vmlinuz (from LINUX_GUEST_PACKAGE, downloaded once
+# into the cache) and DIR/initramfs.cpio.gz (busybox, guest/linux-init).
+linux_guest() {
+	local dir=$1 debs=$CACHE/debs deb root
+	mkdir -p "$dir" "$debs"
+	deb=$(ls "$debs/${LINUX_GUEST_PACKAGE}_"*.deb 2>/dev/null | head -n 1 || true)
+	if [ -z "$deb" ]; then
+		(cd "$debs" && apt-get download -q -o APT::Sandbox::User=root \
+			"$LINUX_GUEST_PACKAGE" >&2)
+		deb=$(ls "$debs/${LINUX_GUEST_PACKAGE}_"*.deb | head -n 1)
+	fi
+	dpkg-deb --fsys-tarfile "$deb" | tar -xO --wildcards './boot/vmlinuz-*' \
+		> "$dir/vmlinuz"
+	root=$(mktemp -d /tmp/nap-linux.XXXXXX)
+	mkdir -p "$root/bin"
+	cp /bin/busybox "$root/bin/busybox"
+	install -m 0755 "$(dirname "${BASH_SOURCE[0]}")/guest/linux-init" \
+		"$root/init"
+	(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) \
+		> "$dir/initramfs.cpio.gz"
+	rm -rf "$root"
+}
+
 # The upstream KVM selftests the test guests run (guest/init), in order.
 GUEST_SELFTESTS="kvm_create_max_vcpus set_memory_region_test guest_print_test
 kvm_binary_stats_test demand_paging_test dirty_log_test kvm_page_table_test

@@ -4,11 +4,12 @@
 # KVM selftests, run kvm-patch/guest/init in it and print its report.
 #
 #   kvm-patch/tcg/run.sh [--variant test|debug] [--timeout S] [--conformance]
-#                        [--agent DIR] [KEY=VALUE...]
+#                        [--agent DIR] [--validate] [--linux] [KEY=VALUE...]
 #
 # --conformance runs the interface's conformance suite and --agent the
 # agent's end-to-end step (guest/agent_e2e.py, its inputs from DIR) in a
-# Debian root shared over 9p.
+# Debian root shared over 9p; --linux boots a Linux guest OS there with
+# QEMU/KVM (Debian's kernel, guest/linux-init).
 #
 # KEY=VALUE pairs go on the guest's kernel command line, e.g.
 # nap.modes=storm nap.tests=dirty_log_test.  Exit status 0 if every
@@ -25,6 +26,7 @@ EXTRA=()
 VIRTFS=()
 AGENT_INPUTS=
 VALIDATE=
+LINUX=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--conformance)
@@ -46,6 +48,13 @@ while [ $# -gt 0 ]; do
 		AGENT_INPUTS=$(cd "$2" && pwd)
 		EXTRA+=(nap.agent=1)
 		shift 2 ;;
+	--linux)
+		# A Linux guest OS booted with QEMU/KVM in the emulated host
+		# (guest/linux-init; lib.sh linux_guest).
+		ROOTFS=$CACHE/rootfs
+		LINUX=1
+		EXTRA+=(nap.linux=1)
+		shift ;;
 	--variant) VARIANT=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	*) EXTRA+=("$1"); shift ;;
@@ -89,6 +98,8 @@ if [ -n "$AGENT_INPUTS" ]; then
 	mkdir -p "$ROOTFS/var/lib/libvirt" "$ROOTFS/var/cache/libvirt" \
 		"$ROOTFS/var/log/libvirt"
 fi
+
+[ -z "$LINUX" ] || linux_guest "$ROOTFS/opt/nap-linux"
 
 if [ -n "$VALIDATE" ]; then
 	# ansible-core as upper-constraints.txt pins it (pure Python but for

@@ -1,6 +1,7 @@
 """Helpers for tests of the kernel patch series in kvm-patch/patches/."""
 
 import collections
+import hashlib
 import os
 import re
 import shutil
@@ -149,6 +150,52 @@ def assert_memcg(out, report):
     at least 3/4 of them to the VM's, less than 1/4 to the writer's)."""
     assert re.search(r'^NAP-RESULT memcg paging_switch_memcg_test PASS',
                      out, re.M), report
+
+
+def assert_linux_guest(out, report, modes, rounds, cpus='0-1'):
+    """The Linux guest OS (guest/linux-init: Debian's kernel) booted by
+    QEMU/KVM in the emulated host came up, ran its workload and rebooted
+    back in each of MODES: two boots of one QEMU process, each with CPUS
+    online, each copying 2 x ROUNDS times with every byte intact, piping
+    16 MiB whose sum hashlib gives here, forking and context switching,
+    without a warning from its kernel; its VM stayed in shadow mode
+    ("shadow"), or went both ways under injected samples ("adaptive") and
+    under the flips ("storm")."""
+    # md5 of `yes | head -c 16777216` ("y\n" repeated), computed here.
+    yes = hashlib.md5(b'y\n' * (16777216 // 2)).hexdigest()
+    for mode in modes:
+        assert re.search(r'^NAP-RESULT linux-%s linux-guest PASS' % mode,
+                         out, re.M), report
+        ups = re.findall(r'^NAP-LINUX %s up boot=(\S+) cpus=(\S+)$' % mode,
+                         out, re.M)
+        assert len(ups) == 2 and ups[0][0] != ups[1][0], report
+        assert [c for _, c in ups] == [cpus, cpus], report
+        sums = re.findall(r'^NAP-LINUX %s sums yes=(\w+) copies=(\d+) '
+                          r'bad=(\d+)$' % mode, out, re.M)
+        copies = str(rounds * len(cpus.split('-')))
+        assert sums == [(yes, copies, '0')] * 2, report
+        for forks, ctxt in re.findall(r'^NAP-LINUX %s counts forks=(\d+) '
+                                      r'ctxt=(\d+)$' % mode, out, re.M):
+            # 16 execs and 2 dd per round on each vCPU.
+            assert int(forks) >= 18 * int(copies), report
+            assert int(ctxt) >= int(forks), report
+        warnings = [line for line in re.findall(
+            r'^NAP-LINUX %s dmesg (.*)$' % mode, out, re.M)
+            if 'Speculative Return Stack Overflow' not in line]
+        assert not warnings, report
+        stats = re.search(r'^NAP-LINUX %s stats (.*)$' % mode, out, re.M)
+        assert stats, report
+        words = stats.group(1).split()
+        stats = dict(zip(words[::2], words[1::2]))
+        to_shadow = int(stats['switches_to_shadow'])
+        to_hap = int(stats['switches_to_hap'])
+        if mode == 'shadow':
+            assert (stats['mode'], to_shadow, to_hap) == ('shadow', 1, 0), \
+                report
+        else:
+            assert to_shadow >= 2 and to_hap >= 2, report
+        if mode == 'adaptive':
+            assert stats['pf_source'] == 'inject', report
 
 
 def skipped(results):
