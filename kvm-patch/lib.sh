@@ -47,18 +47,26 @@ libvirt-daemon,libvirt-clients,qemu-system-x86
 LINUX_GUEST_PACKAGE=linux-image-6.12.117+deb12-amd64-unsigned
 
 # linux_guest DIR: DIR/vmlinuz (from LINUX_GUEST_PACKAGE, downloaded once
-# into the cache) and DIR/initramfs.cpio.gz (busybox, guest/linux-init).
+# into the cache; or NAP_LINUX_KERNEL, a bzImage whose System.map one has,
+# to find where a guest stopped) and DIR/initramfs.cpio.gz (busybox,
+# guest/linux-init).
 linux_guest() {
 	local dir=$1 debs=$CACHE/debs deb root
 	mkdir -p "$dir" "$debs"
-	deb=$(ls "$debs/${LINUX_GUEST_PACKAGE}_"*.deb 2>/dev/null | head -n 1 || true)
-	if [ -z "$deb" ]; then
-		(cd "$debs" && apt-get download -q -o APT::Sandbox::User=root \
-			"$LINUX_GUEST_PACKAGE" >&2)
-		deb=$(ls "$debs/${LINUX_GUEST_PACKAGE}_"*.deb | head -n 1)
+	if [ -n "${NAP_LINUX_KERNEL:-}" ]; then
+		cp "$NAP_LINUX_KERNEL" "$dir/vmlinuz"
+	else
+		deb=$(ls "$debs/${LINUX_GUEST_PACKAGE}_"*.deb 2>/dev/null |
+			head -n 1 || true)
+		if [ -z "$deb" ]; then
+			(cd "$debs" && apt-get download -q \
+				-o APT::Sandbox::User=root \
+				"$LINUX_GUEST_PACKAGE" >&2)
+			deb=$(ls "$debs/${LINUX_GUEST_PACKAGE}_"*.deb | head -n 1)
+		fi
+		dpkg-deb --fsys-tarfile "$deb" |
+			tar -xO --wildcards './boot/vmlinuz-*' > "$dir/vmlinuz"
 	fi
-	dpkg-deb --fsys-tarfile "$deb" | tar -xO --wildcards './boot/vmlinuz-*' \
-		> "$dir/vmlinuz"
 	root=$(mktemp -d /tmp/nap-linux.XXXXXX)
 	mkdir -p "$root/bin"
 	cp /bin/busybox "$root/bin/busybox"
