@@ -9,7 +9,7 @@ guest forks, execs, pipes and copies through fresh mappings, checks
 every byte, then reboots and does it again (guest/init, nap.linux=1).
 
 Not in the gate: it fails today under nested TCG, and not only with the
-series (kvm-patch/README.md, "Known failures").  Runs with
+series (kvm-patch/README.md, "Known failure: a Linux guest OS").  Runs with
 NAP_KERNEL_LINUX=1, as the tox environment "kvm-linux" sets.
 """
 
