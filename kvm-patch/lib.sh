@@ -67,20 +67,32 @@ linux_guest() {
 		dpkg-deb --fsys-tarfile "$deb" |
 			tar -xO --wildcards './boot/vmlinuz-*' > "$dir/vmlinuz"
 	fi
-	root=$(mktemp -d /tmp/nap-linux.XXXXXX)
-	mkdir -p "$root/bin"
-	cp /bin/busybox "$root/bin/busybox"
-	install -m 0755 "$(dirname "${BASH_SOURCE[0]}")/guest/linux-init" \
-		"$root/init"
-	(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) \
-		> "$dir/initramfs.cpio.gz"
-	rm -rf "$root"
+	root=$(busybox_root linux-init)
+	pack_initramfs "$root" "$dir/initramfs.cpio.gz"
 }
 
 # The upstream KVM selftests the test guests run (guest/init), in order.
 GUEST_SELFTESTS="kvm_create_max_vcpus set_memory_region_test guest_print_test
 kvm_binary_stats_test demand_paging_test dirty_log_test kvm_page_table_test
 memslot_modification_stress_test"
+
+# busybox_root INIT: a new directory (mktemp) with bin/busybox and
+# guest/INIT as /init, the start of a test guest's initramfs.
+busybox_root() {
+	local root
+	root=$(mktemp -d /tmp/nap-initramfs.XXXXXX)
+	mkdir -p "$root/bin"
+	cp /bin/busybox "$root/bin/busybox"
+	install -m 0755 "$(dirname "${BASH_SOURCE[0]}")/guest/$1" "$root/init"
+	echo "$root"
+}
+
+# pack_initramfs ROOT OUT: ROOT as a gzipped newc cpio archive at OUT;
+# ROOT is removed.
+pack_initramfs() {
+	(cd "$1" && find . | cpio -o -H newc --quiet | gzip -1) > "$2"
+	rm -rf "$1"
+}
 
 # make_initramfs OUT OBJ ST TESTS MODULE...
 # Write the test guest's initramfs to OUT (gzipped cpio): busybox,
@@ -90,10 +102,8 @@ memslot_modification_stress_test"
 make_initramfs() {
 	local out=$1 obj=$2 st=$3 tests=$4 root m t f
 	shift 4
-	root=$(mktemp -d /tmp/nap-initramfs.XXXXXX)
-	mkdir -p "$root"/{bin,modules,selftests}
-	cp /bin/busybox "$root/bin/busybox"
-	install -m 0755 "$(dirname "${BASH_SOURCE[0]}")/guest/init" "$root/init"
+	root=$(busybox_root init)
+	mkdir -p "$root"/{modules,selftests}
 	for m in "$@"; do
 		if [ ! -f "$obj/$m" ]; then
 			echo "make_initramfs: $obj/$m not built" >&2
@@ -122,8 +132,7 @@ make_initramfs() {
 			cp "$st/x86_64/$t" "$root/selftests/"
 		fi
 	done
-	(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) > "$out"
-	rm -rf "$root"
+	pack_initramfs "$root" "$out"
 }
 
 # emulator_status NAME RC START: one line on stderr saying how the

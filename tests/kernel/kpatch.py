@@ -10,6 +10,8 @@ import subprocess
 import sys
 import tempfile
 
+from nova_adaptive_paging.abi import spec
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 PATCH_DIR = os.path.join(ROOT, 'kvm-patch', 'patches')
@@ -185,10 +187,12 @@ def assert_linux_guest(out, report, modes, rounds, cpus='0-1'):
         assert not warnings, report
         stats = re.search(r'^NAP-LINUX %s stats (.*)$' % mode, out, re.M)
         assert stats, report
+        # paging_stats with its lines joined: one "key value" pair a line.
         words = stats.group(1).split()
-        stats = dict(zip(words[::2], words[1::2]))
-        to_shadow = int(stats['switches_to_shadow'])
-        to_hap = int(stats['switches_to_hap'])
+        stats = spec.parse_stats('\n'.join(
+            '%s %s' % pair for pair in zip(words[::2], words[1::2])))
+        to_shadow = stats['switches_to_shadow']
+        to_hap = stats['switches_to_hap']
         if mode == 'shadow':
             assert (stats['mode'], to_shadow, to_hap) == ('shadow', 1, 0), \
                 report
