@@ -9,7 +9,8 @@ and shadow paging while its guest verifies its memory;
 paging_switch_cr0_test (paging turned off and on in shadow mode, with
 code run while it is off: the vCPU goes back to EPT meanwhile);
 paging_switch_cr3_test (a guest
-loading CR3 between two address spaces, in every mode);
+loading CR3 between two address spaces, in every mode, tagged with PCIDs
+and flushed by MOV to CR3, INVLPG and INVPCID);
 paging_switch_access_test (the MMU's permission matrix);
 paging_switch_remap_test (host pages replaced under reading vCPUs while
 the VM switches); paging_switch_memcg_test (whose memory cgroup pays for
@@ -78,6 +79,11 @@ def test_vmx_switching_under_bochs(guests):
     # guest with two address spaces, in every mode, and no kernel warning.
     assert re.search(r'^NAP-RESULT cr3 paging_switch_cr3_test PASS', out,
                      re.M), run.report
+    # Bochs's Skylake-X offers PCID and INVPCID: the roots are tagged and
+    # loaded without flushing, and every way of flushing another PCID's
+    # translations reaches KVM's cached shadow roots (0031).
+    assert re.search(r'^NAP-OUT cr3: .*, PCIDs flushed by MOV to CR3, '
+                     r'INVLPG and INVPCID types 0-3$', out, re.M), run.report
     kpatch.assert_access_matrix(out, run.report)
     kpatch.assert_remap(out, run.report, log_changes=0)
     assert re.search(r'^NAP-OUT abi: ok \d+ EOPNOTSUPP: .* VMX in its CPUID',
