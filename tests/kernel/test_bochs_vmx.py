@@ -26,6 +26,7 @@ this is functional emulation, not hardware.  Runs with NAP_KERNEL_TESTS=1
 
 import os
 import re
+import subprocess
 
 import pytest
 
@@ -91,5 +92,43 @@ def test_vmx_switching_under_bochs(guests):
     kpatch.assert_abi(out, run.report)
     kpatch.assert_lockdown(out, run.report)
     kpatch.assert_memcg(out, run.report)
+    assert 'NAP-DMESG' not in out, run.report
+    assert rc == 0, run.report
+
+
+DEBUG = os.environ.get('NAP_KERNEL_DEBUG') == '1'
+DEBUG_SWITCHES = 500
+
+
+@pytest.mark.skipif(not DEBUG, reason='set NAP_KERNEL_DEBUG=1 (tox -e '
+                    'kvm-debug) for the KASAN/lockdep build')
+def test_vmx_half_on_the_debug_kernel():
+    """The VMX half on the KASAN + lockdep + DEBUG_VM build
+    (kvm-patch/config/debug.config) under Bochs: the storm selftest, CR0
+    and CR3 handling, the permission matrix, host pages replaced under
+    reading vCPUs, the memory cgroup and the interface's selftest, with a
+    clean kernel log (slow: outside CI).  Fails today: the debug kernel
+    stops booting under Bochs (kvm-patch/README.md, "Known failure")."""
+    subprocess.run([os.path.join(kpatch.KVM_PATCH, 'build.sh'), '--variant',
+                    'debug', '--selftests'], check=True)
+    run = kpatch.run_guest('bochs', '--variant', 'debug', '--timeout',
+                           '5400', 'nap.modes=storm',
+                           'nap.tests=guest_print_test',
+                           'nap.storm_switches=%d' % DEBUG_SWITCHES,
+                           'nap.remap=1024:2:16:0')
+    rc, out = run.rc, run.out
+    results = kpatch.results(out)
+    assert {r[1] for r in results if r[2] == 'PASS'} == {
+        'guest_print_test', 'paging_switch_storm_test',
+        'paging_switch_abi_test', 'paging_switch_cr0_test',
+        'paging_switch_cr3_test', 'paging_switch_access_test',
+        'paging_switch_remap_test', 'paging_switch_memcg_test'}, run.report
+    assert not [r for r in results if r[2] != 'PASS'], run.report
+    storm = re.search(r'^NAP-OUT storm: (\d+) writes, 2 vCPUs: (\d+) to '
+                      r'shadow, (\d+) to hap', out, re.M)
+    assert storm and int(storm.group(2)) == int(storm.group(3)) == \
+        DEBUG_SWITCHES // 2, run.report
+    kpatch.assert_access_matrix(out, run.report)
+    kpatch.assert_remap(out, run.report, replacements=1024, log_changes=0)
     assert 'NAP-DMESG' not in out, run.report
     assert rc == 0, run.report
