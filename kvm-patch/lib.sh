@@ -77,13 +77,18 @@ kvm_binary_stats_test demand_paging_test dirty_log_test kvm_page_table_test
 memslot_modification_stress_test"
 
 # busybox_root INIT: a new directory (mktemp) with bin/busybox and
-# guest/INIT as /init, the start of a test guest's initramfs.
+# guest/INIT as /init, the start of a test guest's initramfs.  Callers
+# run it in $(...), where set -e does not reach: it fails, and removes
+# the directory, by itself.
 busybox_root() {
 	local root
-	root=$(mktemp -d /tmp/nap-initramfs.XXXXXX)
-	mkdir -p "$root/bin"
-	cp /bin/busybox "$root/bin/busybox"
-	install -m 0755 "$(dirname "${BASH_SOURCE[0]}")/guest/$1" "$root/init"
+	root=$(mktemp -d /tmp/nap-initramfs.XXXXXX) || return
+	if ! { mkdir -p "$root/bin" && cp /bin/busybox "$root/bin/busybox" &&
+	       install -m 0755 "$(dirname "${BASH_SOURCE[0]}")/guest/$1" \
+			"$root/init"; }; then
+		rm -rf "$root"
+		return 1
+	fi
 	echo "$root"
 }
 
