@@ -149,12 +149,27 @@ def assert_lockdown(out, report):
                          r'<pid>-<fd> name' % run, out, re.M), report
 
 
+# The rmaps of paging_switch_memcg_test's four 512 MiB memslots: one
+# 8-byte rmap head per 4 KiB page (struct kvm_rmap_head), the 2 MiB and
+# 1 GiB levels left out.
+MEMCG_RMAP_BYTES = 4 * (512 << 20) // 4096 * 8
+
+
 def assert_memcg(out, report):
     """paging_switch_memcg_test passed: the VM's cgroup paid for the rmaps
     of a switch that another process asked for (the test's own bounds:
-    at least 3/4 of them to the VM's, less than 1/4 to the writer's)."""
+    at least 3/4 of them to the VM's, less than 1/4 to the writer's);
+    back at hap, they were given back once the vCPU had left shadow
+    paging, and allocated again by the next switch to shadow paging."""
     assert re.search(r'^NAP-RESULT memcg paging_switch_memcg_test PASS',
                      out, re.M), report
+    back = re.search(r'^NAP-OUT memcg: back at hap: cgroup vm shrank '
+                     r'(-?\d+) bytes after (\d+) samples \(none while the '
+                     r'vCPU held shadow pages\), and grew (-?\d+) bytes on '
+                     r'the next switch to shadow paging$', out, re.M)
+    assert back, report
+    assert int(back.group(1)) >= MEMCG_RMAP_BYTES * 3 // 4, report
+    assert int(back.group(3)) >= MEMCG_RMAP_BYTES * 3 // 4, report
 
 
 def assert_linux_guest(out, report, modes, rounds, cpus='0-1'):
