@@ -135,7 +135,8 @@ class VmModel:
         self.mode = mode
         self.override = None
         self.stats = {key: 0 for key in spec.STATS_KEYS}
-        self.stats.update(abi_version=spec.ABI_VERSION, pf_source='none')
+        self.stats.update(abi_version=spec.ABI_VERSION,
+                          pf_source=spec.PF_SOURCE_NONE)
         self._mode_since = host.clock()
         self._user_faults = None          # last cumulative value written
         self._user_delta = 0
@@ -271,7 +272,7 @@ class VmModel:
         if (self.mode == vocabulary.SHADOW and not self._switched
                 and intercepted is not None):
             return intercepted, 'intercept'
-        return None, 'none'
+        return None, spec.PF_SOURCE_NONE
 
     def timer_sample(self, instructions, tlb_misses, intercepted):
         """The interval timer: one sample from the guest's counters.

@@ -61,7 +61,9 @@ KVM_PAGING_SWITCH_IO = ((_IOC_READ_WRITE << 30) | (IO_STRUCT.size << 16)
 
 POLICIES = vocabulary.POLICIES
 MODES = vocabulary.MODES
-PF_SOURCES = ('none', 'user', 'intercept', 'inject')
+# Where a sample's page faults came from; none: the sample had no data.
+PF_SOURCE_NONE = 'none'
+PF_SOURCES = (PF_SOURCE_NONE, 'user', 'intercept', 'inject')
 
 INTERVAL_MS_RANGE = (100, 3600 * 1000)
 THRESHOLD_KEYS = dsp.Thresholds.FIELDS + ('history', 'interval_ms')

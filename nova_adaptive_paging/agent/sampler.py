@@ -51,6 +51,16 @@ class EventCounts:
 SAMPLE_KEYS = ('last_instructions', 'last_tlb_misses', 'last_page_faults')
 
 
+def has_data(stats):
+    """Whether the last sample of ``stats`` had data: instructions and
+    TLB misses counted (``pmu``) and a page-fault source.  The kernel
+    reports a sample without as all zeros (dsp.Sample.from_counts), which
+    is not an FTLB or FPF of 0: a guest under ``hap`` whose faults nobody
+    feeds would otherwise fill the lowest buckets of every hap sample."""
+    return (bool(stats['pmu']) and stats['last_instructions'] > 0
+            and stats['pf_source'] != spec.PF_SOURCE_NONE)
+
+
 def sample(agent):
     """Read every managed VM's paging_stats once; feed the
     histograms with the samples taken since the last read, and an
@@ -72,8 +82,9 @@ def sample(agent):
             if g.stats is not None and stats['samples'] > g.samples_seen:
                 # The last sample ran in the mode of the last read.
                 mode = g.stats['mode']
-                agent.ftlb.observe(mode, stats['last_ftlb'] / 1000)
-                agent.fpf.observe(mode, stats['last_fpf'] / 1000)
+                if has_data(stats):
+                    agent.ftlb.observe(mode, stats['last_ftlb'] / 1000)
+                    agent.fpf.observe(mode, stats['last_fpf'] / 1000)
                 agent.events.add(mode, stats,
                                  stats['samples'] - g.samples_seen)
             g.stats, g.samples_seen = stats, stats['samples']

@@ -275,7 +275,8 @@ def test_metrics_over_http_carry_what_the_kernel_reports(sim):
             assert _value(fams, metrics.SCRAPE_SUCCESS,
                           collector=part) == 1
         # The agent read the stats every second, more often than the
-        # kernel samples (every 5 s): every sample is in the histograms.
+        # kernel samples (every 5 s): every sample, each with data (both
+        # guests' faults are fed), is in the histograms.
         seen = sum(s.value for s in fams[metrics.SAMPLED_FTLB.name].samples
                    if s.name.endswith('_count'))
         taken = sum(spec.parse_stats(vm.read(spec.FILE_STATS))['samples']
@@ -312,6 +313,30 @@ def test_metrics_over_http_carry_what_the_kernel_reports(sim):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_samples_without_data_stay_out_of_the_histograms(sim):
+    """A guest under hap whose faults nobody feeds (the agent feeds only
+    adaptive guests) has no page-fault source in hap mode: each of its
+    kernel samples is "no data", reported as zeros, and must not count
+    as an FTLB or FPF of 0.  A shadow guest's samples (the simulated host
+    writes its faults) all have data."""
+    start(sim, 'p', {'hw:paging': 'hap'}, guest_faults=False)
+    start(sim, 's', {'hw:paging': 'shadow'})
+    agent = agent_for(sim)
+    agent.reconcile()
+    for _ in range(60):
+        run(sim, 1)
+        agent.sample()
+    p, s = (spec.parse_stats(sim.model.vms[sim.vms[n].dirname].read(
+        spec.FILE_STATS)) for n in ('p', 's'))
+    assert (p['mode'], p['pf_source']) == ('hap', 'none')
+    assert p['samples'] == s['samples'] == 60 // 5
+    for hist in (agent.ftlb, agent.fpf):
+        assert sum(hist.counts['hap']) == 0
+        assert sum(hist.counts['shadow']) == s['samples']
+    # Their events still add up: the TLB misses of p's hap intervals.
+    assert agent.events.counts['hap']['tlb_misses'] > 0
 
 
 def test_an_adaptive_guests_balloon_fault_count_reaches_the_kernel(sim):
