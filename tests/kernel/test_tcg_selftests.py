@@ -14,7 +14,7 @@ conformance suite runs in the guest (Debian root over 9p), and, last,
 the agent applies two Nova flavors' policies to real QEMU/KVM guests
 that Debian's libvirtd started there (tcg/run.sh --agent).
 
-Slow (a cold kernel build takes 10-15 minutes on two cores) and needs
+Slow (a cold kernel build takes about 17 minutes on two cores) and needs
 root, apt and qemu-system-x86: it runs only with NAP_KERNEL_TESTS=1, as
 the tox environment "kvm" sets.
 """
