@@ -15,6 +15,7 @@ from nova_adaptive_paging.agent import health
 from nova_adaptive_paging.agent import perf
 from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.telemetry import metrics
+from nova_adaptive_paging import dsp
 from nova_adaptive_paging import vocabulary
 
 
@@ -52,13 +53,18 @@ SAMPLE_KEYS = ('last_instructions', 'last_tlb_misses', 'last_page_faults')
 
 
 def has_data(stats):
-    """Whether the last sample of ``stats`` had data: instructions and
-    TLB misses counted (``pmu``) and a page-fault source.  The kernel
-    reports a sample without as all zeros (dsp.Sample.from_counts), which
-    is not an FTLB or FPF of 0: a guest under ``hap`` whose faults nobody
-    feeds would otherwise fill the lowest buckets of every hap sample."""
-    return (bool(stats['pmu']) and stats['last_instructions'] > 0
-            and stats['pf_source'] != spec.PF_SOURCE_NONE)
+    """Whether the last sample of ``stats`` had data, by dsp's rule: a
+    counter without a PMU (``pmu`` 0) or faults without a source count as
+    missing.  The kernel reports a sample without data as all zeros,
+    which is not an FTLB or FPF of 0: a guest under ``hap`` whose faults
+    nobody feeds would otherwise fill the lowest buckets of every hap
+    sample."""
+    pmu = bool(stats['pmu'])
+    return dsp.Sample.from_counts(
+        stats['last_instructions'] if pmu else None,
+        stats['last_tlb_misses'] if pmu else None,
+        None if stats['pf_source'] == spec.PF_SOURCE_NONE
+        else stats['last_page_faults']).valid
 
 
 def sample(agent):
