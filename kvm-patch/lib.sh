@@ -132,7 +132,8 @@ make_initramfs() {
 	for t in paging_switch_storm_test paging_switch_abi_test \
 		paging_switch_latency_test paging_switch_cr0_test \
 		paging_switch_cr3_test paging_switch_access_test \
-		paging_switch_remap_test paging_switch_memcg_test; do
+		paging_switch_remap_test paging_switch_memcg_test \
+		paging_switch_pmu_test; do
 		if [ -f "$st/x86_64/$t" ]; then
 			cp "$st/x86_64/$t" "$root/selftests/"
 		fi

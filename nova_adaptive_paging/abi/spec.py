@@ -21,6 +21,11 @@ PARAMS_DIR = 'sys/module/kvm/parameters'
 PARAM_ABI = 'paging_switch_abi'
 PARAM_THRESHOLDS = 'dsp_thresholds'
 PARAM_INJECT = 'dsp_inject'
+# Perf events on every VM, not only adaptive ones (profiling hosts).
+PARAM_PMU_ALL = 'dsp_pmu_all'
+# The bool parameters: what the kernel reads back, and what it takes.
+BOOL_WORDS = {'Y': True, 'N': False, 'y': True, 'n': False,
+              '1': True, '0': False}
 
 # The vendor modules' switch for two-dimensional paging: unchanged by the
 # patch, read by user space to know whether hap is possible at all.
@@ -103,6 +108,17 @@ def parse_u64(text):
     if not re.fullmatch(r'\d{1,20}', word) or int(word) > dsp.U64_MAX:
         raise AbiFormatError('expected a decimal u64, got %r' % (text,))
     return int(word)
+
+
+def parse_bool(text):
+    word = text.strip()
+    if word not in BOOL_WORDS:
+        raise AbiFormatError('expected Y or N, got %r' % (text,))
+    return BOOL_WORDS[word]
+
+
+def format_bool(value):
+    return 'Y\n' if value else 'N\n'
 
 
 def parse_word(text, allowed):

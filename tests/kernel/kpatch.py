@@ -172,6 +172,20 @@ def assert_memcg(out, report):
     assert int(back.group(3)) >= MEMCG_RMAP_BYTES * 3 // 4, report
 
 
+def assert_pmu(out, report):
+    """paging_switch_pmu_test passed: the kernel asked for perf events
+    (a kprobe counted) only for the vCPU threads of an adaptive VM, or of
+    any VM while dsp_pmu_all was set, and for at least the two events the
+    interface document names as required (instructions and data-TLB load
+    misses) per vCPU."""
+    assert re.search(r'^NAP-RESULT pmu paging_switch_pmu_test PASS', out,
+                     re.M), report
+    asked = re.search(r'^NAP-OUT pmu: perf events asked for: (\d+) per vCPU '
+                      r'under adaptive or dsp_pmu_all, none at hap, in '
+                      r'shadow mode or without a vCPU thread$', out, re.M)
+    assert asked and int(asked.group(1)) >= 2, report
+
+
 def assert_linux_guest(out, report, modes, rounds, cpus='0-1'):
     """The Linux guest OS (guest/linux-init: Debian's kernel) booted by
     QEMU/KVM in the emulated host came up, ran its workload and rebooted

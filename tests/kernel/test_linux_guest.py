@@ -30,7 +30,8 @@ def test_a_linux_guest_os_works_and_reboots_in_every_mode(built_series):
     run = kpatch.run_guest(
         'tcg', '--linux', '--timeout', '3000', 'nap.modes=none',
         'nap.storm_switches=', 'nap.cr0_cycles=', 'nap.cr3_rounds=',
-        'nap.access=0', 'nap.remap=', 'nap.memcg=0', 'nap.abi_test=0',
+        'nap.access=0', 'nap.remap=', 'nap.memcg=0', 'nap.pmu=0',
+        'nap.abi_test=0',
         'nap.linux_modes=' + ','.join(MODES),
         'nap.linux_rounds=%d' % ROUNDS, 'nap.linux_timeout=600')
     kpatch.assert_linux_guest(run.out, run.report, MODES, ROUNDS)

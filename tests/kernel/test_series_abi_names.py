@@ -46,7 +46,7 @@ def test_abi_version_and_parameters(source):
     assert m and int(m.group(1)) == spec.ABI_VERSION
     params = set(re.findall(r'module_param(?:_cb)?\((\w+),', source))
     assert params == {spec.PARAM_ABI, spec.PARAM_THRESHOLDS,
-                      spec.PARAM_INJECT}
+                      spec.PARAM_INJECT, spec.PARAM_PMU_ALL}
     ranges = tuple(int(re.search(r'#define DSP_INTERVAL_MS_%s\s+(\d+)' % k,
                                  source).group(1)) for k in ('MIN', 'MAX'))
     assert ranges == spec.INTERVAL_MS_RANGE

@@ -70,7 +70,7 @@ def test_selftests_in_every_mode(guests):
     modes = {r[0] for r in results
              if not r[0].startswith('switch-')
              and r[0] not in ('abi', 'abi-lockdown', 'cr0', 'cr3', 'access',
-                              'remap', 'memcg')}
+                              'remap', 'memcg', 'pmu')}
     assert modes == {'hap', 'shadow', 'storm'}, run.report
     failed = [r for r in results if r[2] == 'FAIL']
     assert not failed, run.report
@@ -114,6 +114,8 @@ def test_selftests_in_every_mode(guests):
     kpatch.assert_lockdown(out, run.report)
     # A switch's rmaps charged to the VM's memory cgroup.
     kpatch.assert_memcg(out, run.report)
+    # Perf events only for adaptive VMs (or every VM under dsp_pmu_all).
+    kpatch.assert_pmu(out, run.report)
     # The interface's conformance suite, run in the guest through debugfs
     # and, locked down, through the VM fd (host.vmfd).
     conformance = re.findall(r'^NAP-CONFORMANCE (\S+) (\S+) (\S+)', out,
@@ -276,7 +278,7 @@ def test_switch_storm_on_the_debug_kernel():
         'paging_switch_storm_test', 'paging_switch_abi_test',
         'paging_switch_cr0_test', 'paging_switch_cr3_test',
         'paging_switch_access_test', 'paging_switch_remap_test',
-        'paging_switch_memcg_test'}, run.report
+        'paging_switch_memcg_test', 'paging_switch_pmu_test'}, run.report
     assert len(results) == len(ran), run.report
     assert 'NAP-DMESG' not in out, run.report
     assert rc == 0, run.report
