@@ -148,11 +148,21 @@ class Suite:
         for text in bad:
             self.expect_error(rel, text + '\n', spec.EINVAL)
 
-    def check_inject_param(self):
-        rel = _param(spec.PARAM_INJECT)
-        if self.t.read(rel).strip() not in ('Y', 'N'):
-            raise Failure('%s must read Y or N' % rel)
-        self.expect_error(rel, 'maybe\n', spec.EINVAL)
+    def check_bool_params(self):
+        for name in (spec.PARAM_INJECT, spec.PARAM_PMU_ALL):
+            rel = _param(name)
+            original = self.t.read(rel)
+            if original.strip() not in ('Y', 'N'):
+                raise Failure('%s must read Y or N' % rel)
+            flipped = spec.format_bool(original.strip() == 'N')
+            try:
+                self.t.write(rel, flipped)
+                if self.t.read(rel) != flipped:
+                    raise Failure('%s did not read back what was written'
+                                  % rel)
+            finally:
+                self.t.write(rel, original)
+            self.expect_error(rel, 'maybe\n', spec.EINVAL)
 
     # -- per VM ------------------------------------------------------------
     def check_vm_files(self):
@@ -327,7 +337,7 @@ class Suite:
 CHECKS = [name for name in dir(Suite) if name.startswith('check_')]
 HOST_CHECKS = ('check_discovery', 'check_host_thresholds',
                'check_host_thresholds_rejects_bad_values',
-               'check_inject_param')
+               'check_bool_params')
 
 
 def find_vm(transport):

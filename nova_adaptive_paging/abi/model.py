@@ -25,6 +25,7 @@ class HostModel:
     def __init__(self, thresholds, clock, vendor='kvm_amd', tdp=True):
         self.thresholds = thresholds      # spec.ThresholdSet
         self.inject = False
+        self.pmu_all = False
         self.clock = clock                # () -> monotonic nanoseconds
         self.vms = {}                     # "<pid>-<fd>" -> VmModel
         self.vendor = vendor              # kvm_amd or kvm_intel
@@ -36,7 +37,9 @@ class HostModel:
         if name == spec.PARAM_THRESHOLDS:
             return self.thresholds.format()
         if name == spec.PARAM_INJECT:
-            return 'Y\n' if self.inject else 'N\n'
+            return spec.format_bool(self.inject)
+        if name == spec.PARAM_PMU_ALL:
+            return spec.format_bool(self.pmu_all)
         if name == spec.PARAM_TDP_MMU:
             return 'Y\n'
         _fail(errno.ENOENT, name)
@@ -48,11 +51,9 @@ class HostModel:
                 for vm in self.vms.values():
                     vm.host_thresholds_changed()
             elif name == spec.PARAM_INJECT:
-                word = text.strip()
-                if word not in ('Y', 'N', '1', '0', 'y', 'n'):
-                    raise spec.AbiFormatError('expected Y or N, got %r'
-                                              % text)
-                self.inject = word in ('Y', 'y', '1')
+                self.inject = spec.parse_bool(text)
+            elif name == spec.PARAM_PMU_ALL:
+                self.pmu_all = spec.parse_bool(text)
             else:
                 _fail(spec.EPERM, '%s is read-only' % name)
         except spec.AbiFormatError as exc:
@@ -98,7 +99,7 @@ class HostModel:
             return list(self.vms)
         if rel.strip('/') == spec.PARAMS_DIR:
             return [spec.PARAM_ABI, spec.PARAM_THRESHOLDS, spec.PARAM_INJECT,
-                    spec.PARAM_TDP_MMU]
+                    spec.PARAM_PMU_ALL, spec.PARAM_TDP_MMU]
         if rel.strip('/') == spec.vendor_params_dir(self.vendor):
             return [self._tdp_param()]
         _fail(errno.ENOENT, rel)
@@ -130,7 +131,8 @@ class VmModel:
         self.host = host
         self.can = {vocabulary.HAP: can_hap,
                     vocabulary.SHADOW: can_shadow}
-        self.pmu = pmu
+        self.pmu = pmu                    # the host can count for it
+        self._counting = False            # its counters are open
         self.policy = mode
         self.mode = mode
         self.override = None
@@ -195,8 +197,7 @@ class VmModel:
                                              self.override is not None)
         if name == spec.FILE_STATS:
             self._account()
-            self.stats.update(policy=self.policy, mode=self.mode,
-                              pmu=int(self.pmu))
+            self.stats.update(policy=self.policy, mode=self.mode)
             return spec.format_stats(self.stats)
         _fail(spec.EPERM, '%s is write-only' % name)
 
@@ -274,16 +275,31 @@ class VmModel:
             return intercepted, 'intercept'
         return None, spec.PF_SOURCE_NONE
 
+    def wants_counters(self):
+        """Whether the VM's perf events should be open: they take hardware
+        counters from the guest's own PMU, so only while its engine
+        decides on them, or on a host that profiles every VM."""
+        return self.policy == vocabulary.ADAPTIVE or self.host.pmu_all
+
     def timer_sample(self, instructions, tlb_misses, intercepted):
         """The interval timer: one sample from the guest's counters.
 
-        Returns the mode the engine switched to, or None.  A switch the
-        engine makes here starts the next interval, so unlike a switch
-        between two samples it does not void that interval's count.
+        ``instructions`` and ``tlb_misses`` are what the guest ran this
+        interval; they count only if the VM's counters were open for all
+        of it.  After the sample the timer opens or closes them for the
+        next interval (section 5).  Returns the mode the engine switched
+        to, or None.  A switch the engine makes here starts the next
+        interval, so unlike a switch between two samples it does not void
+        that interval's count.
         """
         faults, source = self.guest_faults(intercepted)
+        counted = self._counting
+        self.stats['pmu'] = int(counted)
+        if not counted:
+            instructions = tlb_misses = None
         switched = self.sample(instructions, tlb_misses, faults, source)
         self._switched = False
+        self._counting = self.pmu and self.wants_counters()
         return switched
 
     def sample(self, instructions, tlb_misses, page_faults, pf_source):

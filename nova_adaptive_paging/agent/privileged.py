@@ -47,8 +47,8 @@ _VM_FILE = re.compile(r'%s/\d+-\d+/(%s)' % (
     re.escape(spec.DEBUGFS_DIR), '|'.join(spec.VM_FILES)))
 _PARAM = re.compile(r'%s/(%s)' % (re.escape(spec.PARAMS_DIR), '|'.join(
     (spec.PARAM_ABI, spec.PARAM_THRESHOLDS, spec.PARAM_INJECT,
-     spec.PARAM_TDP_MMU))))
-_WRITABLE_PARAMS = (spec.PARAM_THRESHOLDS,)
+     spec.PARAM_PMU_ALL, spec.PARAM_TDP_MMU))))
+_WRITABLE_PARAMS = (spec.PARAM_THRESHOLDS, spec.PARAM_PMU_ALL)
 _WRITABLE_VM_FILES = (spec.FILE_POLICY, spec.FILE_SWITCH,
                       spec.FILE_THRESHOLDS, spec.FILE_GUEST_FAULTS)
 

@@ -1,5 +1,5 @@
 """The agent's loop: reconcile every guest, sample what the kernel
-reports, push the host's thresholds.
+reports, push the host's thresholds and whether every guest is counted.
 
 A *reconcile* (every ``[agent] reconcile_interval`` seconds, and at once
 on a libvirt lifecycle event) lists the running domains, reads each
@@ -18,6 +18,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 
+from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.agent import advisory
 from nova_adaptive_paging.agent import domains as domainslib
 from nova_adaptive_paging.agent import guest as guestlib
@@ -35,6 +36,7 @@ from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.telemetry import metrics
 
 LOG = logging.getLogger(__name__)
+PMU_ALL = '%s/%s' % (spec.PARAMS_DIR, spec.PARAM_PMU_ALL)
 
 
 def counters_for(root):
@@ -198,6 +200,8 @@ class Agent:
                            'thresholds of %s failed: %s' % (
                                thresholdslib.PARAM, self.generation,
                                exc.strerror or exc))
+        if self.abi_version and not self.read_only:
+            ok &= self._count_all_guests()
         self.caps = probe.detect(self.transport, self.generation,
                                  self.thresholds.calibrated)
         traits = self.caps.traits()
@@ -211,6 +215,27 @@ class Agent:
                 self._fail(health.PLACEMENT, 'placement', 'publishing traits '
                            '%s: %s' % (', '.join(sorted(traits)), exc))
         return ok
+
+    def _count_all_guests(self):
+        """Bring kvm's dsp_pmu_all to [adaptive_paging] count_all_guests;
+        False if that failed."""
+        want = self.conf.adaptive_paging.count_all_guests
+        try:
+            have = spec.parse_bool(self.transport.read(PMU_ALL))
+            if have != want:
+                self.transport.write(PMU_ALL, spec.format_bool(want))
+                LOG.info('%s: %s written (count_all_guests)', PMU_ALL,
+                         spec.format_bool(want).strip())
+        except (OSError, spec.AbiFormatError) as exc:
+            if not want and isinstance(exc, FileNotFoundError):
+                return True         # a kernel that cannot be asked to
+            self._fail(health.COUNTERS, 'count_all_guests',
+                       '%s: cannot make it %s (count_all_guests): %s' % (
+                           PMU_ALL, spec.format_bool(want).strip(),
+                           getattr(exc, 'strerror', None) or exc))
+            return False
+        self._ok('count_all_guests')
+        return True
 
     def _guest(self, dom):
         old = self.guests.get(dom.name)

@@ -47,6 +47,17 @@ used to pick its threshold profile. Unset means detect it from
 ``/proc/cpuinfo`` and the libvirt host CPU model. A generation without a
 profile uses the built-in ``intel-nehalem`` profile.
 """),
+    cfg.BoolOpt('count_all_guests',
+                default=False,
+                help="""
+Have the kernel count the instructions and TLB misses of every guest on
+this host (kvm's ``dsp_pmu_all``), not only of those under the
+``adaptive`` policy. The profiler needs them to learn a CPU generation's
+per-event costs from guests that stay in one mode. A counted guest's vCPU
+threads hold hardware counters that its own virtual PMU then cannot use:
+set this on the hosts that profile, not on the whole fleet. The agent
+writes the parameter at every pass.
+"""),
 ]
 
 host_opts = [

@@ -44,7 +44,7 @@ class Member:
     registry: object
 
 
-def agent_conf_for(root, uri, default='hap'):
+def agent_conf_for(root, uri, default='hap', count_all=False):
     conf = cfg.ConfigOpts()
     for module in (ap_conf, agent_conf, nova_conf, placement_conf):
         module.register_opts(conf)
@@ -54,6 +54,7 @@ def agent_conf_for(root, uri, default='hap'):
     conf.set_override('default_policy', default, 'adaptive_paging')
     conf.set_override('profile_dirs', [os.path.join(root, 'profiles')],
                       'adaptive_paging')
+    conf.set_override('count_all_guests', count_all, 'adaptive_paging')
     return conf
 
 
@@ -95,7 +96,10 @@ class Fleet:
         self.members = []
 
     def add_host(self, name, hardware, generation, vm_specs, profile=None,
-                 stock=False):
+                 stock=False, count_all=True):
+        """A host and its guests.  ``count_all``: a profiling host, whose
+        kernel counts the events of every guest, not only of adaptive
+        ones (what the profiler's per-event costs divide by)."""
         root = os.path.join(self.root, name)
         os.makedirs(os.path.join(root, 'profiles'), exist_ok=True)
         sim = simhost.SimHost(root, hardware, profile or profiles.builtin(),
@@ -104,12 +108,14 @@ class Fleet:
             sim.start_vm(vm_spec)
         if stock:
             agent = service.Agent(
-                agent_conf_for(root, sim.libvirt_uri), generation,
+                agent_conf_for(root, sim.libvirt_uri, count_all=count_all),
+                generation,
                 transport=StockTransport(sim.model),
                 counters=lambda pid: TraceCounters(sim, pid))
         else:
-            agent = service.Agent(agent_conf_for(root, sim.libvirt_uri),
-                                  generation, transport=sim.model)
+            agent = service.Agent(
+                agent_conf_for(root, sim.libvirt_uri, count_all=count_all),
+                generation, transport=sim.model)
         registry = CollectorRegistry()
         registry.register(collector.Collector(agent))
         self.members.append(Member(name, sim, agent, registry))

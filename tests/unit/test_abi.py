@@ -110,6 +110,9 @@ def test_intercepted_faults_drive_the_engine_and_a_forced_switch_voids_them():
     vm.timer_sample(10 ** 9, 10, intercepted=3)
     assert vm.stats['pf_source'] == 'intercept'
     vm.write('paging_policy', 'adaptive')
+    # The counters open at the first sample under adaptive: it has none.
+    vm.timer_sample(10 ** 9, 10, intercepted=10 ** 5)
+    assert (vm.stats['pmu'], vm.stats['last_rule']) == (0, 9)
     # Few TLB misses and many faults: history 3 samples, then HAP (rule 2).
     for _ in range(3):
         vm.timer_sample(10 ** 9, 10, intercepted=10 ** 5)
