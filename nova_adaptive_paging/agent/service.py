@@ -228,7 +228,7 @@ class Agent:
                          spec.format_bool(want).strip())
         except (OSError, spec.AbiFormatError) as exc:
             if not want and isinstance(exc, FileNotFoundError):
-                return True         # a kernel that cannot be asked to
+                return True         # no such parameter: nothing to unset
             self._fail(health.COUNTERS, 'count_all_guests',
                        '%s: cannot make it %s (count_all_guests): %s' % (
                            PMU_ALL, spec.format_bool(want).strip(),

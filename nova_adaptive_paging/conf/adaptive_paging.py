@@ -56,7 +56,8 @@ this host (kvm's ``dsp_pmu_all``), not only of those under the
 per-event costs from guests that stay in one mode. A counted guest's vCPU
 threads hold hardware counters that its own virtual PMU then cannot use:
 set this on the hosts that profile, not on the whole fleet. The agent
-writes the parameter at every pass.
+brings the parameter to this value at every pass; a kernel that cannot
+honour ``True`` is reported as ``agent_errors_total{kind="counters"}``.
 """),
 ]
 
