@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import requests
 
 from nova_adaptive_paging.telemetry import dashboards
@@ -42,10 +43,28 @@ def start_demo(workdir, minutes):
     raise AssertionError('the demo did not come up:\n' + '\n'.join(lines))
 
 
-def stop_demo(proc):
+def kill_leftovers(workdir):
+    """Every process whose command line names ``workdir``: a demo and its
+    Prometheus, which runs in a session of its own."""
+    for p in psutil.process_iter(['cmdline']):
+        if any(str(workdir) in arg for arg in p.info['cmdline'] or ()):
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+
+
+def stop_demo(proc, workdir):
+    """Ctrl-C: the demo's exit code, or None if it did not stop within a
+    minute; then it and what it started are killed, so that nothing of it
+    slows the tests after this one."""
     proc.send_signal(signal.SIGINT)
-    proc.wait(60)
-    return proc.returncode
+    try:
+        return proc.wait(60)
+    except subprocess.TimeoutExpired:
+        kill_leftovers(workdir)
+        proc.wait()
+        return None
 
 
 def query(url, expr):
@@ -114,9 +133,9 @@ def test_the_demo_fills_every_dashboard_and_stops_cleanly(tmp_path):
         assert query(url, 'count(up)')[0]['value'][1] == '7'
         assert query(url2, 'count(up)')[0]['value'][1] == '7'
     finally:
-        for p in (second, proc):
-            if p is not None:
-                assert stop_demo(p) == 0
+        codes = [stop_demo(p, tmp_path) for p in (second, proc)
+                 if p is not None]
+    assert codes == [0, 0]
     # Nothing is left running: both Prometheus servers are gone.
     for u in (url, url2):
         try:
