@@ -133,7 +133,8 @@ def test_the_demo_fills_every_dashboard_and_stops_cleanly(tmp_path):
         assert query(url, 'count(up)')[0]['value'][1] == '7'
         assert query(url2, 'count(up)')[0]['value'][1] == '7'
     finally:
-        codes = [stop_demo(p, tmp_path) for p in (second, proc)
+        codes = [stop_demo(p, tmp_path / d)
+                 for p, d in ((second, 'two'), (proc, 'one'))
                  if p is not None]
     assert codes == [0, 0]
     # Nothing is left running: both Prometheus servers are gone.
