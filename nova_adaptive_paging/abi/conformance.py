@@ -23,10 +23,6 @@ class Failure(AssertionError):
     pass
 
 
-def _param(name):
-    return '%s/%s' % (spec.PARAMS_DIR, name)
-
-
 class Suite:
     """``reference(thresholds, history, mode)`` builds the engine the
     implementation's decisions are checked against: dsp.Engine, the
@@ -87,12 +83,12 @@ class Suite:
         """Restore the VM policy, thresholds and host injection after."""
         policy = self.read_word(spec.FILE_POLICY)
         vm_thr = self.t.read(self.vm_file(spec.FILE_THRESHOLDS))
-        inject = self.t.read(_param(spec.PARAM_INJECT)).strip()
-        host_thr = self.t.read(_param(spec.PARAM_THRESHOLDS))
+        inject = self.t.read(spec.param_path(spec.PARAM_INJECT)).strip()
+        host_thr = self.t.read(spec.param_path(spec.PARAM_THRESHOLDS))
         try:
             yield
         finally:
-            self.t.write(_param(spec.PARAM_THRESHOLDS), host_thr)
+            self.t.write(spec.param_path(spec.PARAM_THRESHOLDS), host_thr)
             try:
                 saved, override = spec.parse_vm_thresholds(vm_thr)
             except spec.AbiFormatError:
@@ -101,18 +97,18 @@ class Suite:
                 override = False
             self.t.write(self.vm_file(spec.FILE_THRESHOLDS),
                          saved.format() if override else 'default\n')
-            self.t.write(_param(spec.PARAM_INJECT), inject + '\n')
+            self.t.write(spec.param_path(spec.PARAM_INJECT), inject + '\n')
             self.write_word(spec.FILE_POLICY, policy)
 
     # -- host-wide -------------------------------------------------------
     def check_discovery(self):
-        text = self.t.read(_param(spec.PARAM_ABI)).strip()
+        text = self.t.read(spec.param_path(spec.PARAM_ABI)).strip()
         if text != str(spec.ABI_VERSION):
             raise Failure('%s reads %r; this suite checks ABI version %d'
                           % (spec.PARAM_ABI, text, spec.ABI_VERSION))
 
     def check_host_thresholds(self):
-        rel = _param(spec.PARAM_THRESHOLDS)
+        rel = spec.param_path(spec.PARAM_THRESHOLDS)
         original = self.t.read(rel)
         try:
             current = spec.ThresholdSet.parse(original)
@@ -129,7 +125,7 @@ class Suite:
             self.t.write(rel, original)
 
     def check_host_thresholds_rejects_bad_values(self):
-        rel = _param(spec.PARAM_THRESHOLDS)
+        rel = spec.param_path(spec.PARAM_THRESHOLDS)
         good = spec.ThresholdSet.parse(self.t.read(rel)).format().strip()
         items = good.split()
         bad = [
@@ -150,7 +146,7 @@ class Suite:
 
     def check_bool_params(self):
         for name in (spec.PARAM_INJECT, spec.PARAM_PMU_ALL):
-            rel = _param(name)
+            rel = spec.param_path(name)
             original = self.t.read(rel)
             if original.strip() not in ('Y', 'N'):
                 raise Failure('%s must read Y or N' % rel)
@@ -232,7 +228,7 @@ class Suite:
     def check_vm_threshold_override(self):
         rel = self.vm_file(spec.FILE_THRESHOLDS)
         host = spec.ThresholdSet.parse(
-            self.t.read(_param(spec.PARAM_THRESHOLDS)))
+            self.t.read(spec.param_path(spec.PARAM_THRESHOLDS)))
         mine = spec.ThresholdSet(dsp.Thresholds(5, 4, 3, 2, 1, 0), 2, 1000)
         with self.preserved():
             self.t.write(rel, 'default\n')
@@ -262,10 +258,10 @@ class Suite:
 
     def check_inject_needs_switch_on(self):
         with self.preserved():
-            self.t.write(_param(spec.PARAM_INJECT), 'N\n')
+            self.t.write(spec.param_path(spec.PARAM_INJECT), 'N\n')
             self.expect_error(self.vm_file(spec.FILE_INJECT), '1000 1 1\n',
                               spec.EPERM)
-            self.t.write(_param(spec.PARAM_INJECT), 'Y\n')
+            self.t.write(spec.param_path(spec.PARAM_INJECT), 'Y\n')
             self.expect_error(self.vm_file(spec.FILE_INJECT), '1000 1\n',
                               spec.EINVAL)
 
@@ -310,7 +306,7 @@ class Suite:
         held = [c for c in self._boundary_samples(thresholds.thresholds)
                 for _ in range(thresholds.history)]
         with self.preserved():
-            self.t.write(_param(spec.PARAM_INJECT), 'Y\n')
+            self.t.write(spec.param_path(spec.PARAM_INJECT), 'Y\n')
             self.t.write(self.vm_file(spec.FILE_THRESHOLDS),
                          thresholds.format())
             self.write_word(spec.FILE_POLICY, vocabulary.HAP)

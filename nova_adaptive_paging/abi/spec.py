@@ -35,6 +35,11 @@ VENDOR_TDP_PARAMS = (('kvm_amd', 'npt'), ('kvm_intel', 'ept'))
 PARAM_TDP_MMU = 'tdp_mmu'
 
 
+def param_path(name):
+    """A kvm parameter's file, relative to the host root."""
+    return '%s/%s' % (PARAMS_DIR, name)
+
+
 def vendor_params_dir(module):
     return 'sys/module/%s/parameters' % module
 

@@ -36,7 +36,7 @@ from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.telemetry import metrics
 
 LOG = logging.getLogger(__name__)
-PMU_ALL = '%s/%s' % (spec.PARAMS_DIR, spec.PARAM_PMU_ALL)
+PMU_ALL = spec.param_path(spec.PARAM_PMU_ALL)
 
 
 def counters_for(root):

@@ -16,7 +16,7 @@ from nova_adaptive_paging import profiles
 
 LOG = logging.getLogger(__name__)
 
-PARAM = '%s/%s' % (spec.PARAMS_DIR, spec.PARAM_THRESHOLDS)
+PARAM = spec.param_path(spec.PARAM_THRESHOLDS)
 
 
 class HostThresholds:

@@ -167,7 +167,7 @@ def abi_group():
 def abi_conformance(root, vm):
     """Check an implementation of the interface against the spec."""
     transport = vmfd.for_root(root)
-    version = '%s/%s' % (spec.PARAMS_DIR, spec.PARAM_ABI)
+    version = spec.param_path(spec.PARAM_ABI)
     if not transport.exists(version):
         _fail('--root %s: not a root of the switching interface (no %s)'
               % (root, version))

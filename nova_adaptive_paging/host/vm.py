@@ -34,7 +34,7 @@ def _errname(exc):
 
 def check_abi(transport):
     """Refuse a host without the interface, or with another version."""
-    rel = '%s/%s' % (spec.PARAMS_DIR, spec.PARAM_ABI)
+    rel = spec.param_path(spec.PARAM_ABI)
     expected = 'ABI version %d (kernel with the paging-switch patch)' % (
         spec.ABI_VERSION)
     if not transport.exists(rel):
