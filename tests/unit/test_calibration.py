@@ -121,6 +121,25 @@ def test_the_fit_recovers_the_costs_the_runs_were_made_with():
                                          pytest.approx(4.5e-9))
 
 
+def test_a_load_during_some_repeats_does_not_move_the_fit():
+    # Three repeats; other work on the host slowed two of them in each
+    # mode, by different amounts (interference only ever adds time).
+    doc = synthetic(6e-6, 5e-9, 400e3)
+    runs = []
+    slowed = {'hap': (0.0, 0.15, 0.4), 'shadow': (0.3, 0.1, 0.0),
+              'h-s-h': (0.0, 0.0, 0.0)}
+    for rep in range(3):
+        for run in doc['runs']:
+            run = json.loads(json.dumps(run))
+            run['repeat'] = rep + 1
+            run['result']['elapsed_s'] += slowed[run['kind']][rep]
+            runs.append(run)
+    doc['runs'] = runs
+    costs = fit.fit([('a.json', doc)])['amd-zen3'][2]
+    assert (costs.fault_s, costs.miss_s) == (pytest.approx(6e-6),
+                                             pytest.approx(5e-9))
+
+
 def test_more_expensive_faults_give_a_higher_pf_upper_threshold():
     cheap = fit.fit([('a', synthetic(2e-6, 5e-9, 400e3))])['amd-zen3'][0]
     dear = fit.fit([('a', synthetic(20e-6, 5e-9, 400e3))])['amd-zen3'][0]
