@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import psutil
@@ -23,11 +24,16 @@ ROOT = os.path.join(os.path.dirname(__file__), '..', '..')
 
 
 def start_demo(workdir, minutes):
+    """The demo up and running: (process, Prometheus URL, its output so
+    far); ``process.output`` keeps receiving the rest."""
+    # PYTHONFAULTHANDLER: a demo that hangs on Ctrl-C is sent SIGABRT and
+    # prints where each of its threads is.
     proc = subprocess.Popen(
         [sys.executable, '-W', 'ignore', '-m', 'nova_adaptive_paging.cmd.cli',
          'demo', '--minutes', str(minutes), '--workdir', str(workdir),
          '--keep-running'],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=dict(os.environ, PYTHONFAULTHANDLER='1'))
     lines = []
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
@@ -38,6 +44,12 @@ def start_demo(workdir, minutes):
         if line.startswith('running; Ctrl-C'):
             url = [x.split()[2] for x in lines
                    if x.startswith('Prometheus UI:')][0]
+            # Keep reading, so that a demo that writes is never stuck on
+            # a full pipe.
+            rest = []
+            threading.Thread(target=lambda: rest.extend(proc.stdout),
+                             daemon=True).start()
+            proc.output = rest
             return proc, url, lines
     proc.kill()
     raise AssertionError('the demo did not come up:\n' + '\n'.join(lines))
@@ -55,16 +67,24 @@ def kill_leftovers(workdir):
 
 
 def stop_demo(proc, workdir):
-    """Ctrl-C: the demo's exit code, or None if it did not stop within a
-    minute; then it and what it started are killed, so that nothing of it
-    slows the tests after this one."""
+    """Ctrl-C: the demo's exit code, or, if it did not stop within a
+    minute, where its threads were and its last output; then it and what
+    it started are killed, so that nothing of it slows the tests after
+    this one."""
     proc.send_signal(signal.SIGINT)
     try:
         return proc.wait(60)
     except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
         kill_leftovers(workdir)
         proc.wait()
-        return None
+        time.sleep(1)               # the reader takes the last lines
+        return 'no exit within 60 s of Ctrl-C; its output after ' \
+            '"running":\n' + ''.join(proc.output)[-6000:]
 
 
 def query(url, expr):
@@ -136,7 +156,7 @@ def test_the_demo_fills_every_dashboard_and_stops_cleanly(tmp_path):
         codes = [stop_demo(p, tmp_path / d)
                  for p, d in ((second, 'two'), (proc, 'one'))
                  if p is not None]
-    assert codes == [0, 0]
+    assert codes == [0, 0], '\n'.join(map(str, codes))
     # Nothing is left running: both Prometheus servers are gone.
     for u in (url, url2):
         try:
