@@ -46,10 +46,10 @@ def start_demo(workdir, minutes):
                    if x.startswith('Prometheus UI:')][0]
             # Keep reading, so that a demo that writes is never stuck on
             # a full pipe.
-            rest = []
-            threading.Thread(target=lambda: rest.extend(proc.stdout),
-                             daemon=True).start()
-            proc.output = rest
+            proc.output = []
+            proc.reader = threading.Thread(
+                target=lambda: proc.output.extend(proc.stdout), daemon=True)
+            proc.reader.start()
             return proc, url, lines
     proc.kill()
     raise AssertionError('the demo did not come up:\n' + '\n'.join(lines))
@@ -82,7 +82,7 @@ def stop_demo(proc, workdir):
             pass
         kill_leftovers(workdir)
         proc.wait()
-        time.sleep(1)               # the reader takes the last lines
+        proc.reader.join(10)        # until the pipe's end
         return 'no exit within 60 s of Ctrl-C; its output after ' \
             '"running":\n' + ''.join(proc.output)[-6000:]
 
