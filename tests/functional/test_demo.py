@@ -33,7 +33,11 @@ def start_demo(workdir, minutes):
          'demo', '--minutes', str(minutes), '--workdir', str(workdir),
          '--keep-running'],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=dict(os.environ, PYTHONFAULTHANDLER='1'))
+        env=dict(os.environ, PYTHONFAULTHANDLER='1'),
+        # Ctrl-C as at a terminal: a test run started in the background
+        # of a shell inherits SIGINT ignored, and Python then never
+        # raises KeyboardInterrupt.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines = []
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
