@@ -60,10 +60,10 @@ GATE_TESTS = ','.join(':'.join([test] + args)
                       for args in GATE_ARGS.get(test, [[]]))
 # Booted once, beside the Bochs host (conftest.guests).  The timeout
 # leaves room for sharing two cores with Bochs and the DKMS build; it is
-# Bochs's own, so it does not lengthen the pair (a cold run took 2,253 s
-# here, 933 s of it the Ansible validate play, which now runs in the
-# kvm-full env only: Ansible under TCG is slow, and its selftests and
-# conformance suite are the gate's own).
+# Bochs's own, so it does not lengthen the pair (the boot took 1,162 s
+# in a cold run; 2,253 s with the Ansible validate play, which now runs
+# in the kvm-full env only: Ansible under TCG is slow, and its selftests
+# and conformance suite are the gate's own).
 # The agent's end-to-end step runs last, from inputs written here.
 FULL = os.environ.get('NAP_KERNEL_FULL') == '1'
 AGENT_DIR = tempfile.mkdtemp(prefix='nap-agent-e2e-') if ENABLED else None
