@@ -54,6 +54,14 @@ cp "$ISOLINUX" "$LDLINUX" "$tmp/iso/isolinux/"
 # sampler's intervals, the selftests' sleeps) would take 35 times the
 # instructions.  paging_switch_abi_test locked down took about 14
 # minutes that way and 39 s with the TSC's true rate.
+# idle=halt: an idle CPU of the host waits in HLT, not in MWAIT.  A task
+# woken onto an MWAIT-idle CPU is announced by a locked store to the
+# monitored thread flags instead of an IPI (set_nr_if_polling()), and
+# Bochs can miss that store: CPU 0 then slept with the wakeup queued
+# until RCU's stall detector sent an NMI, 21 s of guest time later
+# ("rcu_preempt kthread starved ... ->state=0x200", i.e. TASK_WAKING;
+# "NMI backtrace for cpu 0 skipped: idling at mwait_idle"), twice in about
+# 27 runs of paging_switch_abi_test.  A halted CPU is woken by an IPI.
 cat > "$tmp/iso/isolinux/isolinux.cfg" <<CFG
 DEFAULT linux
 PROMPT 0
@@ -61,7 +69,7 @@ TIMEOUT 0
 LABEL linux
   KERNEL /bzImage
   INITRD /initrd.gz
-  APPEND console=ttyS0,115200 panic=-1 quiet nap.vendor=intel tsc_early_khz=$((IPS / 1000)) ${EXTRA[*]}
+  APPEND console=ttyS0,115200 panic=-1 quiet nap.vendor=intel tsc_early_khz=$((IPS / 1000)) idle=halt ${EXTRA[*]}
 CFG
 xorriso -as mkisofs -quiet -o "$tmp/boot.iso" -b isolinux/isolinux.bin \
 	-c isolinux/boot.cat -no-emul-boot -boot-load-size 4 \
