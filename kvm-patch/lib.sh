@@ -30,8 +30,8 @@ debian_mirror() {
 	echo "$uri"
 }
 
-# What the Debian root of tcg/run.sh --conformance, --agent and --validate
-# holds: the interface's conformance suite needs python3, the agent's
+# What the Debian root of tcg/run.sh --conformance, --agent, --validate
+# and --linux (and bochs/run.sh --linux) holds: the interface's conformance suite needs python3, the agent's
 # end-to-end step libvirtd with its QEMU driver, QEMU and the agent's
 # dependencies, validate.yml the nova-paging command (click), all as
 # Debian packages them (python3-ply: a dependency through a virtual
@@ -40,6 +40,25 @@ ROOT_PACKAGES=python3,python3-ply,python3-libvirt,python3-oslo.config,\
 python3-oslo.log,python3-oslo.privsep,python3-prometheus-client,\
 python3-keystoneauth1,python3-yaml,python3-bcrypt,python3-click,\
 libvirt-daemon,libvirt-clients,qemu-system-x86
+
+# debian_rootfs DIR: the Debian root of ROOT_PACKAGES at DIR
+# (debootstrap from debian_mirror, cached; a root cached by an older list
+# is built again) with this checkout's nova_adaptive_paging at
+# DIR/opt/nap.
+debian_rootfs() {
+	local dir=$1
+	if [ "$(cat "$dir/.nap-packages" 2>/dev/null)" != "$ROOT_PACKAGES" ]
+	then
+		rm -rf "$dir"
+		debootstrap --variant=minbase --include="$ROOT_PACKAGES" \
+			bookworm "$dir" "$(debian_mirror)" >&2
+		echo "$ROOT_PACKAGES" > "$dir/.nap-packages"
+	fi
+	mkdir -p "$dir/opt/nap"
+	rsync -a --delete --exclude __pycache__ \
+		"$(dirname "${BASH_SOURCE[0]}")/../nova_adaptive_paging" \
+		"$dir/opt/nap/"
+}
 
 # The Linux guest OS that the test guests boot with QEMU/KVM (guest/init,
 # nap.linux=1): Debian's kernel for the release packages.txt builds

@@ -6,7 +6,12 @@
 # initramfs go on an isolinux ISO.
 #
 #   kvm-patch/bochs/run.sh [--variant test|debug] [--timeout S] [--ips N]
-#                          [--cpu MODEL] [--smp N] [--megs M] [KEY=VALUE...]
+#                          [--cpu MODEL] [--smp N] [--megs M] [--linux]
+#                          [KEY=VALUE...]
+#
+# --linux boots a Linux guest OS with QEMU/KVM (Debian's kernel,
+# guest/linux-init) from the Debian root of tcg/run.sh, which Bochs, with
+# no 9p, gets as a second CD (ISO 9660 with Rock Ridge, /dev/sr1).
 #
 # KEY=VALUE pairs go on the guest's kernel command line (see guest/init),
 # e.g. nap.modes=shadow nap.tests=guest_print_test.  Exit status as
@@ -23,8 +28,10 @@ CPU=corei7_skylake_x
 SMP=2
 MEGS=1024
 EXTRA=()
+LINUX=
 while [ $# -gt 0 ]; do
 	case "$1" in
+	--linux) LINUX=1; EXTRA+=(nap.linux=1 nap.root=sr1); shift ;;
 	--variant) VARIANT=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	--ips) IPS=$2; shift 2 ;;
@@ -47,6 +54,14 @@ make_initramfs "$tmp/iso/initrd.gz" "$OBJ" "$OUT/selftests" \
 	"$GUEST_SELFTESTS" virt/lib/irqbypass.ko arch/x86/kvm/kvm.ko \
 	arch/x86/kvm/kvm-intel.ko
 cp "$OBJ/arch/x86/boot/bzImage" "$tmp/iso/bzImage"
+CDROM2=
+if [ -n "$LINUX" ]; then
+	ROOTFS=$CACHE/rootfs
+	debian_rootfs "$ROOTFS"
+	linux_guest "$ROOTFS/opt/nap-linux"
+	xorriso -as mkisofs -quiet -R -o "$tmp/root.iso" "$ROOTFS" 2>/dev/null
+	CDROM2="ata0-slave: type=cdrom, path=$tmp/root.iso, status=inserted"
+fi
 cp "$ISOLINUX" "$LDLINUX" "$tmp/iso/isolinux/"
 # Bochs's TSC counts one tick per instruction, at "ips" a second, while
 # its CPU model claims 3.5 GHz: a kernel that believed the model would
@@ -79,6 +94,7 @@ log=$OUT/bochs-$(date +%Y%m%d-%H%M%S).log
 sed -e "s|@CPU@|$CPU|" -e "s|@SMP@|$SMP|" -e "s|@IPS@|$IPS|" -e "s|@MEGS@|$MEGS|g" \
 	-e "s|@ISO@|$tmp/boot.iso|" -e "s|@SERIAL@|$log|" \
 	-e "s|@LOG@|$tmp/bochs.log|" "$HERE/bochsrc.in" > "$tmp/bochsrc"
+[ -z "$CDROM2" ] || echo "$CDROM2" >> "$tmp/bochsrc"
 : > "$log"
 # Debian's Bochs has its debugger built in: "c" starts the machine, and
 # the debugger quits on /dev/null when the guest powers off.

@@ -62,19 +62,8 @@ while [ $# -gt 0 ]; do
 done
 
 if [ -n "$ROOTFS" ]; then
-	# A Debian root (debootstrap, cached; lib.sh ROOT_PACKAGES) with
-	# this checkout's nova_adaptive_paging, shared with the guest.  A
-	# root cached by an older list is built again.
-	if [ "$(cat "$ROOTFS/.nap-packages" 2>/dev/null)" != "$ROOT_PACKAGES" ]
-	then
-		rm -rf "$ROOTFS"
-		debootstrap --variant=minbase --include="$ROOT_PACKAGES" \
-			bookworm "$ROOTFS" "$(debian_mirror)" >&2
-		echo "$ROOT_PACKAGES" > "$ROOTFS/.nap-packages"
-	fi
-	mkdir -p "$ROOTFS/opt/nap"
-	rsync -a --delete --exclude __pycache__ \
-		"$HERE/../../nova_adaptive_paging" "$ROOTFS/opt/nap/"
+	# Shared with the guest over 9p, read-only.
+	debian_rootfs "$ROOTFS"
 	VIRTFS=(-virtfs "local,path=$ROOTFS,mount_tag=nap,security_model=none,readonly=on")
 fi
 if [ -n "$AGENT_INPUTS" ]; then
