@@ -31,11 +31,12 @@ debian_mirror() {
 }
 
 # What the Debian root of tcg/run.sh --conformance, --agent, --validate
-# and --linux (and bochs/run.sh --linux) holds: the interface's conformance suite needs python3, the agent's
-# end-to-end step libvirtd with its QEMU driver, QEMU and the agent's
-# dependencies, validate.yml the nova-paging command (click), all as
-# Debian packages them (python3-ply: a dependency through a virtual
-# package, which debootstrap does not resolve).
+# and --linux (and bochs/run.sh --linux) holds: the interface's
+# conformance suite needs python3, the agent's end-to-end step libvirtd
+# with its QEMU driver, QEMU and the agent's dependencies, validate.yml
+# the nova-paging command (click), all as Debian packages them
+# (python3-ply: a dependency through a virtual package, which debootstrap
+# does not resolve).
 ROOT_PACKAGES=python3,python3-ply,python3-libvirt,python3-oslo.config,\
 python3-oslo.log,python3-oslo.privsep,python3-prometheus-client,\
 python3-keystoneauth1,python3-yaml,python3-bcrypt,python3-click,\
