@@ -48,6 +48,8 @@ libvirt-daemon,libvirt-clients,qemu-system-x86
 # DIR/opt/nap.
 debian_rootfs() {
 	local dir=$1
+	(
+	rootfs_lock
 	if [ "$(cat "$dir/.nap-packages" 2>/dev/null)" != "$ROOT_PACKAGES" ]
 	then
 		rm -rf "$dir"
@@ -59,6 +61,19 @@ debian_rootfs() {
 	rsync -a --delete --exclude __pycache__ \
 		"$(dirname "${BASH_SOURCE[0]}")/../nova_adaptive_paging" \
 		"$dir/opt/nap/"
+	)
+}
+
+# rootfs_lock: wait for $CACHE/rootfs.lock, held until the calling
+# subshell exits.  The TCG and the Bochs host boot side by side from one
+# cache (tox -e kvm), and both may want the Debian root (re)built or the
+# Linux guest OS unpacked at the same time.
+rootfs_lock() {
+	exec 8> "$CACHE/rootfs.lock"
+	if ! flock -n 8; then
+		echo "lib.sh: waiting for the Debian root in $CACHE" >&2
+		flock 8
+	fi
 }
 
 # The Linux guest OS that the test guests boot with QEMU/KVM (guest/init,
@@ -72,6 +87,8 @@ LINUX_GUEST_PACKAGE=linux-image-6.12.117+deb12-amd64-unsigned
 # guest/linux-init).
 linux_guest() {
 	local dir=$1 debs=$CACHE/debs deb root
+	(
+	rootfs_lock
 	mkdir -p "$dir" "$debs"
 	if [ -n "${NAP_LINUX_KERNEL:-}" ]; then
 		cp "$NAP_LINUX_KERNEL" "$dir/vmlinuz"
@@ -89,6 +106,7 @@ linux_guest() {
 	fi
 	root=$(busybox_root linux-init)
 	pack_initramfs "$root" "$dir/initramfs.cpio.gz"
+	)
 }
 
 # The upstream KVM selftests the test guests run (guest/init), in order.
