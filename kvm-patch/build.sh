@@ -52,11 +52,7 @@ log() { echo "build.sh: $*" >&2; }
 
 # One build at a time per cache: step 2 resets the shared source tree,
 # which would pull the files from under another run's compiler.
-exec 9> "$CACHE/build.lock"
-if ! flock -n 9; then
-	log "waiting for another build.sh on $CACHE"
-	flock 9
-fi
+cache_lock build "build.sh: waiting for another build.sh on $CACHE"
 
 # 1. Pinned source.
 if [ ! -d "$SRC/.git" ]; then

@@ -49,7 +49,7 @@ libvirt-daemon,libvirt-clients,qemu-system-x86
 debian_rootfs() {
 	local dir=$1
 	(
-	rootfs_lock
+	cache_lock rootfs "lib.sh: waiting for the Debian root in $CACHE"
 	if [ "$(cat "$dir/.nap-packages" 2>/dev/null)" != "$ROOT_PACKAGES" ]
 	then
 		rm -rf "$dir"
@@ -64,15 +64,17 @@ debian_rootfs() {
 	)
 }
 
-# rootfs_lock: wait for $CACHE/rootfs.lock, held until the calling
-# subshell exits.  The TCG and the Bochs host boot side by side from one
-# cache (tox -e kvm), and both may want the Debian root (re)built or the
-# Linux guest OS unpacked at the same time.
-rootfs_lock() {
-	exec 8> "$CACHE/rootfs.lock"
-	if ! flock -n 8; then
-		echo "lib.sh: waiting for the Debian root in $CACHE" >&2
-		flock 8
+# cache_lock NAME MESSAGE: take $CACHE/NAME.lock, saying MESSAGE on
+# stderr if another holder makes us wait; held until the calling shell or
+# subshell exits.  rootfs: the TCG and the Bochs host boot side by side
+# from one cache (tox -e kvm), and both may want the Debian root (re)built
+# or the Linux guest OS unpacked at the same time.
+cache_lock() {
+	local fd
+	exec {fd}> "$CACHE/$1.lock"
+	if ! flock -n "$fd"; then
+		echo "$2" >&2
+		flock "$fd"
 	fi
 }
 
@@ -88,7 +90,7 @@ LINUX_GUEST_PACKAGE=linux-image-6.12.117+deb12-amd64-unsigned
 linux_guest() {
 	local dir=$1 debs=$CACHE/debs deb root
 	(
-	rootfs_lock
+	cache_lock rootfs "lib.sh: waiting for the Debian root in $CACHE"
 	mkdir -p "$dir" "$debs"
 	if [ -n "${NAP_LINUX_KERNEL:-}" ]; then
 		cp "$NAP_LINUX_KERNEL" "$dir/vmlinuz"
