@@ -4,12 +4,19 @@
 # KVM selftests, run kvm-patch/guest/init in it and print its report.
 #
 #   kvm-patch/tcg/run.sh [--variant test|debug] [--timeout S] [--conformance]
-#                        [--agent DIR] [--validate] [--linux] [KEY=VALUE...]
+#                        [--agent DIR] [--validate] [--linux]
+#                        [--thread single|multi] [KEY=VALUE...]
 #
 # --conformance runs the interface's conformance suite and --agent the
 # agent's end-to-end step (guest/agent_e2e.py, its inputs from DIR) in a
 # Debian root shared over 9p; --linux boots a Linux guest OS there with
 # QEMU/KVM (Debian's kernel, guest/linux-init).
+#
+# --thread is QEMU's TCG threading.  "single" (the default) runs both
+# vCPUs on one host thread, so the gate's TCG host takes one core and
+# Bochs the other; a Linux guest OS stalls there, with or without the
+# series (kvm-patch/README.md, "A Linux guest OS").  "multi" gives each
+# vCPU a thread of its own, and a core when there is one.
 #
 # KEY=VALUE pairs go on the guest's kernel command line, e.g.
 # nap.modes=storm nap.tests=dirty_log_test.  Exit status 0 if every
@@ -27,6 +34,7 @@ VIRTFS=()
 AGENT_INPUTS=
 VALIDATE=
 LINUX=
+THREAD=single
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--conformance)
@@ -55,6 +63,7 @@ while [ $# -gt 0 ]; do
 		LINUX=1
 		EXTRA+=(nap.linux=1)
 		shift ;;
+	--thread) THREAD=$2; shift 2 ;;
 	--variant) VARIANT=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	*) EXTRA+=("$1"); shift ;;
@@ -125,7 +134,7 @@ make_initramfs "$OUT/initramfs.cpio.gz" "$OBJ" "$ST" "$GUEST_SELFTESTS" \
 log=$OUT/tcg-$(date +%Y%m%d-%H%M%S).log
 start=$(date +%s)
 qrc=0
-timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg,thread=single -cpu EPYC \
+timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg,thread="$THREAD" -cpu EPYC \
 	-m 2G -smp 2 -kernel "$OBJ/arch/x86/boot/bzImage" \
 	-initrd "$OUT/initramfs.cpio.gz" "${VIRTFS[@]}" \
 	-append "console=ttyS0 panic=-1 quiet ${EXTRA[*]}" \
