@@ -12,8 +12,10 @@
 # --vendor amd emulates AMD SVM instead (an FX-4100, "zambezi": SVM with
 # NPT, NRIP save, flush by ASID and pause filter; no VMCB clean bits,
 # decode assists or virtual VMLOAD/VMSAVE) and loads kvm-amd: a second
-# emulator of the SVM half beside QEMU's TCG, for what nested TCG cannot
-# run (kvm-patch/README.md, "Known failure: a Linux guest OS").
+# emulator of the SVM half beside QEMU's TCG.  It runs NPT, not shadow
+# paging: its VMRUN does not load the guest's CR2 from the VMCB, so every
+# #PF KVM injects arrives with a stale CR2 (kvm-patch/README.md, "Known
+# failure: a Linux guest OS under nested TCG").
 #
 # --linux boots a Linux guest OS with QEMU/KVM (Debian's kernel,
 # guest/linux-init) from the Debian root of tcg/run.sh, which Bochs, with

@@ -15,8 +15,9 @@
 # --thread is QEMU's TCG threading.  "single" (the default) runs both
 # vCPUs on one host thread, so the gate's TCG host takes one core and
 # Bochs the other; a Linux guest OS stalls there, with or without the
-# series (kvm-patch/README.md, "A Linux guest OS").  "multi" gives each
-# vCPU a thread of its own, and a core when there is one.
+# series (kvm-patch/README.md, "Known failure: a Linux guest OS under
+# nested TCG").  "multi" gives each vCPU a thread of its own, and a core
+# when there is one.
 #
 # KEY=VALUE pairs go on the guest's kernel command line, e.g.
 # nap.modes=storm nap.tests=dirty_log_test.  Exit status 0 if every

@@ -13,12 +13,13 @@ nap.linux=1).
 Not in the gate as a whole.  The TCG host runs multi-threaded here
 (--thread multi): single-threaded, as in the gate, the Linux guest
 stalls, with or without the series; multi-threaded it passed in most
-runs and its host stalled or died in some (kvm-patch/README.md, "A Linux
-guest OS under nested TCG").  Under Bochs, which interprets the Linux
-guest's every instruction as well as the host's, each mode passed, in 15
-to 27 minutes (the storm with a flip every 50 ms).  The gate's Bochs
-boot runs the shadow mode with a shorter workload (test_bochs_vmx.py).
-Runs with NAP_KERNEL_LINUX=1, as the tox environment "kvm-linux" sets.
+runs and its host stalled or died in some (kvm-patch/README.md, "Known
+failure: a Linux guest OS under nested TCG").  Under Bochs, which
+interprets the Linux guest's every instruction as well as the host's,
+each mode passed, in 15 to 27 minutes (the storm with a flip every 50
+ms).  The gate's Bochs boot runs the shadow mode with a shorter workload
+(test_bochs_vmx.py).  Runs with NAP_KERNEL_LINUX=1, as the tox
+environment "kvm-linux" sets.
 """
 
 import os
