@@ -53,8 +53,8 @@ while [ $# -gt 0 ]; do
 done
 
 case "$VENDOR" in
-intel) KVM_MOD=kvm-intel; CPU=${CPU:-corei7_skylake_x} ;;
-amd) KVM_MOD=kvm-amd; CPU=${CPU:-zambezi} ;;
+intel) KVM_MOD=kvm-intel; CPU=${CPU:-corei7_skylake_x}; TAG=bochs ;;
+amd) KVM_MOD=kvm-amd; CPU=${CPU:-zambezi}; TAG=bochs-svm ;;
 *) echo "bochs/run.sh: --vendor $VENDOR: expected intel or amd" >&2; exit 2 ;;
 esac
 OBJ=$CACHE/build/$VARIANT
@@ -105,7 +105,7 @@ xorriso -as mkisofs -quiet -o "$tmp/boot.iso" -b isolinux/isolinux.bin \
 	-c isolinux/boot.cat -no-emul-boot -boot-load-size 4 \
 	-boot-info-table "$tmp/iso" 2>/dev/null
 
-log=$OUT/bochs$([ "$VENDOR" = intel ] || echo -svm)-$(date +%Y%m%d-%H%M%S).log
+log=$OUT/$TAG-$(date +%Y%m%d-%H%M%S).log
 sed -e "s|@CPU@|$CPU|" -e "s|@SMP@|$SMP|" -e "s|@IPS@|$IPS|" -e "s|@MEGS@|$MEGS|g" \
 	-e "s|@ISO@|$tmp/boot.iso|" -e "s|@SERIAL@|$log|" \
 	-e "s|@LOG@|$tmp/bochs.log|" "$HERE/bochsrc.in" > "$tmp/bochsrc"
