@@ -13,10 +13,11 @@ nap.linux=1).
 Not in the gate as a whole.  The TCG host runs multi-threaded here
 (--thread multi): single-threaded, as in the gate, the Linux guest
 stalls, with or without the series (kvm-patch/README.md, "Known
-failure: a Linux guest OS under nested TCG").  Multi-threaded, two
-defects of QEMU 7.2's TCG stalled or killed the host in some storm
-runs; tcg/run.sh keeps the guest clear of them (kvm-patch/README.md,
-"The Linux guest OS under multi-threaded TCG").  Under Bochs, which
+failure: a Linux guest OS under nested TCG").  Multi-threaded, three
+defects of QEMU 7.2's TCG stalled or killed the host or the guest in
+some storm runs; tcg/run.sh keeps the guest clear of them
+(kvm-patch/README.md, "The Linux guest OS under multi-threaded TCG" and
+"The third defect").  Under Bochs, which
 interprets the Linux guest's every instruction as well as the host's,
 each mode passed, in 15 to 27 minutes (the storm with a flip every 50
 ms).  The gate's Bochs boot runs the shadow mode with a shorter workload
