@@ -196,9 +196,9 @@ def assert_linux_guest(out, report, modes, rounds, cpus='0-1'):
     back in each of MODES: two boots of one QEMU process, each with CPUS
     online, each copying 2 x ROUNDS times with every byte intact, piping
     16 MiB whose sum hashlib gives here, forking and context switching,
-    without a warning from its kernel; its VM stayed in shadow mode
-    ("shadow"), or went both ways under injected samples ("adaptive") and
-    under the flips ("storm")."""
+    without a warning from its kernel; its VM stayed in hap ("hap") or
+    shadow mode ("shadow"), or went both ways under injected samples
+    ("adaptive") and under the flips ("storm")."""
     # md5 of `yes | head -c 16777216` ("y\n" repeated), computed here.
     yes = hashlib.md5(b'y\n' * (16777216 // 2)).hexdigest()
     for mode in modes:
@@ -232,7 +232,10 @@ def assert_linux_guest(out, report, modes, rounds, cpus='0-1'):
             '%s %s' % pair for pair in zip(words[::2], words[1::2])))
         to_shadow = stats['switches_to_shadow']
         to_hap = stats['switches_to_hap']
-        if mode == 'shadow':
+        if mode == 'hap':
+            assert (stats['mode'], to_shadow, to_hap) == ('hap', 0, 0), \
+                report
+        elif mode == 'shadow':
             assert (stats['mode'], to_shadow, to_hap) == ('shadow', 1, 0), \
                 report
         else:

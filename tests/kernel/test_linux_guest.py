@@ -3,8 +3,8 @@
 
 kvm-patch/tcg/run.sh --linux and bochs/run.sh --linux boot Debian's
 kernel with a busybox /init (kvm-patch/guest/linux-init) on 2 vCPUs with
-QEMU/KVM inside the emulated host, once with the VM in shadow mode from
-its first instruction, once under the adaptive policy fed injected
+QEMU/KVM inside the emulated host, once with the VM at hap throughout,
+once in shadow mode from its first instruction, once under the adaptive policy fed injected
 samples that switch it both ways, once under a storm of policy flips:
 each time the guest forks, execs, pipes and copies through fresh
 mappings, checks every byte, then reboots and does it again (guest/init,
@@ -32,7 +32,7 @@ import pytest
 from tests.kernel import kpatch
 
 LINUX = os.environ.get('NAP_KERNEL_LINUX') == '1'
-MODES = ('shadow', 'adaptive', 'storm')
+MODES = ('hap', 'shadow', 'adaptive', 'storm')
 ROUNDS = 10
 # run.sh's options per host.  Under Bochs, a mode (two boots and their
 # workload, 130-200 s of guest time) took 15-27 minutes, and a switch
