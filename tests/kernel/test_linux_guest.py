@@ -4,11 +4,11 @@
 kvm-patch/tcg/run.sh --linux and bochs/run.sh --linux boot Debian's
 kernel with a busybox /init (kvm-patch/guest/linux-init) on 2 vCPUs with
 QEMU/KVM inside the emulated host, once with the VM at hap throughout,
-once in shadow mode from its first instruction, once under the adaptive policy fed injected
-samples that switch it both ways, once under a storm of policy flips:
-each time the guest forks, execs, pipes and copies through fresh
-mappings, checks every byte, then reboots and does it again (guest/init,
-nap.linux=1).
+once in shadow mode from its first instruction, once under the adaptive
+policy fed injected samples that switch it both ways, once under a storm
+of policy flips: each time the guest forks, execs, pipes and copies
+through fresh mappings, checks every byte, then reboots and does it
+again (guest/init, nap.linux=1).
 
 Not in the gate as a whole.  The TCG host runs multi-threaded here
 (--thread multi): single-threaded, as in the gate, the Linux guest
@@ -17,9 +17,9 @@ failure: a Linux guest OS under nested TCG").  Multi-threaded, three
 defects of QEMU 7.2's TCG stalled or killed the host or the guest in
 some storm runs; tcg/run.sh keeps the guest clear of them
 (kvm-patch/README.md, "The Linux guest OS under multi-threaded TCG" and
-"The third defect").  Under Bochs, which
-interprets the Linux guest's every instruction as well as the host's,
-each mode passed, in 15 to 27 minutes (the storm with a flip every 50
+"The third defect").  Under Bochs, which interprets the Linux guest's
+every instruction as well as the host's, each mode passed, in 15 to 27
+minutes (the storm with a flip every 50
 ms).  The gate's Bochs boot runs the shadow mode with a shorter workload
 (test_bochs_vmx.py).  Runs with NAP_KERNEL_LINUX=1, as the tox
 environment "kvm-linux" sets.
