@@ -142,17 +142,12 @@ make_initramfs "$OUT/initramfs.cpio.gz" "$OBJ" "$ST" "$GUEST_SELFTESTS" \
 log=$OUT/tcg-$(date +%Y%m%d-%H%M%S).log
 start=$(date +%s)
 qrc=0
-# Without CMPXCHG16B: QEMU 7.2's TCG computes its flags from a condition-code
-# state it has not brought up to date, and an ADD's operand before it in
-# the same translation block lands in RFLAGS, reserved bits, IF, TF and NT
-# included, whenever the block began with the flags in their stored form
-# (after VMRUN, IRET, POPF or a return to the CPU loop).  Linux's SLUB
-# fast path is such a block: a Linux guest under the switch storm, whose
-# every flip takes the vCPU out of its guest, lost its kernel to it.
-# Linux falls back to its emulation without CX16, and so do the nested
-# guests, whose CPUID KVM derives from this one (tcg/cmpxchg16b-flags.c
-# shows the defect; kvm-patch/README.md, "The Linux guest OS under
-# multi-threaded TCG").
+# Without CX16: QEMU 7.2's TCG computes CMPXCHG16B's flags from stale
+# condition-code state, and Linux's SLUB fast path, resumed after an exit,
+# got an ADD's operand in RFLAGS (tcg/cmpxchg16b-flags.c shows it;
+# kvm-patch/README.md, "The third defect").  Linux then uses its
+# emulation, and so do the nested guests: KVM derives their CPUID from
+# this one.
 timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg,thread="$THREAD" -cpu EPYC,-cx16 \
 	-m 2G -smp 2 -kernel "$OBJ/arch/x86/boot/bzImage" \
 	-initrd "$OUT/initramfs.cpio.gz" "${VIRTFS[@]}" \
