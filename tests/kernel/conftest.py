@@ -23,14 +23,23 @@ def guests(request, built_series):
     names its boot as BOOT = (machine, run.sh arguments...), and gets
     ``guests[machine].wait()``.  QEMU TCG (the SVM half) and Bochs (the
     VMX half) run single-threaded, so on two cores they run side by side
-    in the time of the longer one."""
+    in the time of the longer one.  A module may name its boot BOOT_NAME
+    (a second boot of one machine) and have it start once the boot named
+    BOOT_AFTER has ended, on the core that one leaves."""
     boots = {}
     for item in request.session.items:
         boot = getattr(item.module, 'BOOT', None)
         if boot and 'guests' in item.fixturenames:
-            boots[boot[0]] = boot[1:]
-    running = {machine: kpatch.Guest(machine, *args)
-               for machine, args in boots.items()}
+            name = getattr(item.module, 'BOOT_NAME', boot[0])
+            boots[name] = (boot, getattr(item.module, 'BOOT_AFTER', None))
+    # Those a boot waits for first, so that each finds its predecessor.
+    running = {}
+    for name, (boot, after) in sorted(boots.items(),
+                                      key=lambda b: b[1][1] is not None):
+        running[name] = kpatch.Guest(*boot, name=name,
+                                     after=running.get(after))
     yield running
+    for guest in running.values():
+        guest.cancel()
     for guest in running.values():
         guest.stop()

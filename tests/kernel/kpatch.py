@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 
 from nova_adaptive_paging.abi import spec
 
@@ -36,32 +37,52 @@ class GuestRun(collections.namedtuple('GuestRun', 'rc out err')):
 class Guest(object):
     """kvm-patch/<machine>/run.sh (tcg or bochs) booting the built series
     in the background, so that both emulated hosts run at once (each
-    emulator keeps one core busy)."""
+    emulator keeps one core busy).  A Guest started ``after`` another
+    boots once that one's run.sh has ended, on the core it frees."""
 
-    def __init__(self, machine, *args):
-        self.machine = machine
+    def __init__(self, machine, *args, name=None, after=None):
+        self.name = name or machine
+        self._argv = [os.path.join(KVM_PATCH, machine, 'run.sh')] + list(args)
         self._out = tempfile.TemporaryFile(mode='w+')
         self._err = tempfile.TemporaryFile(mode='w+')
-        # A session of its own: stop() ends the emulator run.sh started.
-        self._proc = subprocess.Popen(
-            [os.path.join(KVM_PATCH, machine, 'run.sh')] + list(args),
-            stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err,
-            text=True, start_new_session=True)
+        self._proc = None
         self._run = None
+        self._cancelled = threading.Event()
+        self._starter = threading.Thread(target=self._start, args=(after,))
+        self._starter.start()
+
+    def _start(self, after):
+        if after is not None:
+            after._starter.join()
+            if after._proc is not None:
+                after._proc.wait()
+        if not self._cancelled.is_set():
+            # A session of its own: stop() ends the emulator run.sh
+            # started.
+            self._proc = subprocess.Popen(
+                self._argv, stdin=subprocess.DEVNULL, stdout=self._out,
+                stderr=self._err, text=True, start_new_session=True)
 
     def wait(self):
         """The GuestRun, once run.sh has ended."""
         if self._run is None:
+            self._starter.join()
             rc = self._proc.wait()
             self._out.seek(0)
             self._err.seek(0)
             self._run = GuestRun(rc, self._out.read(), self._err.read())
             # The CI log keeps how long each emulator ran.
-            sys.stderr.write('[%s] %s' % (self.machine, self._run.err))
+            sys.stderr.write('[%s] %s' % (self.name, self._run.err))
         return self._run
 
+    def cancel(self):
+        """Do not boot if not booted yet (stop() then has nothing to end)."""
+        self._cancelled.set()
+
     def stop(self):
-        if self._proc.poll() is None:
+        self.cancel()
+        self._starter.join()
+        if self._proc is not None and self._proc.poll() is None:
             os.killpg(self._proc.pid, signal.SIGTERM)
             self._proc.wait()
 

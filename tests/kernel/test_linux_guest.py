@@ -10,28 +10,30 @@ of policy flips: each time the guest forks, execs, pipes and copies
 through fresh mappings, checks every byte, then reboots and does it
 again (guest/init, nap.linux=1).
 
-Not in the gate as a whole.  The TCG host runs multi-threaded here
-(--thread multi): single-threaded, as in the gate, the Linux guest
-stalls, with or without the series (kvm-patch/README.md, "Known
+In the gate (tox -e kvm), with a short workload: every mode on the SVM
+half, in a TCG host of its own, multi-threaded, booted after the
+selftest boot; shadow and storm on the VMX half, in the gate's Bochs
+boot (test_bochs_vmx.py).  Every mode with five times the workload in
+both hosts: tox -e kvm-linux (NAP_KERNEL_LINUX=1).  The TCG host runs multi-threaded
+(--thread multi): single-threaded, as the selftest boot runs, the Linux
+guest stalls, with or without the series (kvm-patch/README.md, "Known
 failure: a Linux guest OS under nested TCG").  Multi-threaded, three
 defects of QEMU 7.2's TCG stalled or killed the host or the guest in
 some storm runs; tcg/run.sh keeps the guest clear of them
 (kvm-patch/README.md, "The Linux guest OS under multi-threaded TCG" and
 "The third defect").  Under Bochs, which interprets the Linux guest's
-every instruction as well as the host's, the shadow, adaptive and storm
-modes passed, in 15 to 27 minutes (the storm with a flip every 50 ms),
-and hap in one boot of 2 rounds (87 s of guest time).  The gate's
-Bochs boot runs the shadow mode with a shorter workload
-(test_bochs_vmx.py).  Runs with NAP_KERNEL_LINUX=1, as the tox
-environment "kvm-linux" sets.
+every instruction as well as the host's, a mode with the longer
+workload takes 15 to 27 minutes (the storm with a flip every 50 ms).
 """
 
 import os
+import subprocess
 
 import pytest
 
 from tests.kernel import kpatch
 
+ENABLED = os.environ.get('NAP_KERNEL_TESTS') == '1'
 LINUX = os.environ.get('NAP_KERNEL_LINUX') == '1'
 MODES = ('hap', 'shadow', 'adaptive', 'storm')
 ROUNDS = 10
@@ -46,8 +48,34 @@ ROUNDS = 10
 HOSTS = {
     'tcg': ('--thread', 'multi', '--timeout', '3000',
             'nap.linux_cpu=host,-xsave'),
-    'bochs': ('--timeout', '6000', '--megs', '2048', 'nap.period_us=50000'),
+    'bochs': ('--timeout', '6000', '--megs', '2048',
+              'nap.linux_period_us=50000'),
 }
+
+
+# Every other item of guest/init off: this boot is the Linux guest's.
+LINUX_ONLY = ('nap.modes=none', 'nap.storm_switches=', 'nap.cr0_cycles=',
+              'nap.cr3_rounds=', 'nap.access=0', 'nap.remap=', 'nap.memcg=0',
+              'nap.pmu=0', 'nap.abi_test=0', 'nap.linux_modes=' +
+              ','.join(MODES), 'nap.linux_timeout=600')
+
+# In the gate (tox -e kvm): the SVM half's Linux guest OS in every mode
+# with 2 rounds, in a TCG host of its own, multi-threaded, that boots
+# when the single-threaded selftest boot (test_tcg_selftests.py) has
+# ended and beside the Bochs boot's last minutes (conftest.guests).
+GATE_ROUNDS = 2
+BOOT_NAME = 'tcg-linux'
+BOOT_AFTER = 'tcg'
+BOOT = ('tcg', '--linux') + HOSTS['tcg'] + LINUX_ONLY + (
+    'nap.linux_rounds=%d' % GATE_ROUNDS,)
+
+
+@pytest.mark.skipif(not ENABLED, reason='set NAP_KERNEL_TESTS=1 to run')
+def test_a_linux_guest_os_on_the_svm_half(guests):
+    run = guests[BOOT_NAME].wait()
+    kpatch.assert_linux_guest(run.out, run.report, MODES, GATE_ROUNDS)
+    assert 'NAP-DMESG' not in run.out, run.report
+    assert run.rc == 0, run.report
 
 
 @pytest.mark.skipif(not LINUX, reason='set NAP_KERNEL_LINUX=1 (tox -e '
@@ -55,13 +83,28 @@ HOSTS = {
 @pytest.mark.parametrize('machine', sorted(HOSTS))
 def test_a_linux_guest_os_works_and_reboots_in_every_mode(built_series,
                                                           machine):
-    run = kpatch.run_guest(
-        machine, '--linux', *HOSTS[machine], 'nap.modes=none',
-        'nap.storm_switches=', 'nap.cr0_cycles=', 'nap.cr3_rounds=',
-        'nap.access=0', 'nap.remap=', 'nap.memcg=0', 'nap.pmu=0',
-        'nap.abi_test=0',
-        'nap.linux_modes=' + ','.join(MODES),
-        'nap.linux_rounds=%d' % ROUNDS, 'nap.linux_timeout=600')
+    run = kpatch.run_guest(machine, '--linux', *HOSTS[machine],
+                           *LINUX_ONLY, 'nap.linux_rounds=%d' % ROUNDS)
+    kpatch.assert_linux_guest(run.out, run.report, MODES, ROUNDS)
+    assert 'NAP-DMESG' not in run.out, run.report
+    assert run.rc == 0, run.report
+
+
+DEBUG = os.environ.get('NAP_KERNEL_DEBUG') == '1'
+
+
+@pytest.mark.skipif(not DEBUG, reason='set NAP_KERNEL_DEBUG=1 (tox -e '
+                    'kvm-debug) for the KASAN/lockdep build')
+def test_a_linux_guest_os_on_the_debug_kernel():
+    """The TCG host's Linux guest OS, every mode with kvm-linux's
+    workload, on the KASAN + lockdep + DEBUG_VM build: neither kernel's
+    log may warn.  The SVM half only: under Bochs the debug host alone
+    takes 6 minutes to boot, and a mode 15-27 on the test build."""
+    subprocess.run([os.path.join(kpatch.KVM_PATCH, 'build.sh'), '--variant',
+                    'debug', '--selftests'], check=True)
+    run = kpatch.run_guest('tcg', '--variant', 'debug', '--linux',
+                           *HOSTS['tcg'], *LINUX_ONLY,
+                           'nap.linux_rounds=%d' % ROUNDS)
     kpatch.assert_linux_guest(run.out, run.report, MODES, ROUNDS)
     assert 'NAP-DMESG' not in run.out, run.report
     assert run.rc == 0, run.report
