@@ -14,10 +14,11 @@ In the gate (tox -e kvm), with a short workload: every mode on the SVM
 half, in a TCG host of its own, multi-threaded, booted after the
 selftest boot; shadow and storm on the VMX half, in the gate's Bochs
 boot (test_bochs_vmx.py).  Every mode with five times the workload in
-both hosts: tox -e kvm-linux (NAP_KERNEL_LINUX=1).  The TCG host runs multi-threaded
-(--thread multi): single-threaded, as the selftest boot runs, the Linux
-guest stalls, with or without the series (kvm-patch/README.md, "Known
-failure: a Linux guest OS under nested TCG").  Multi-threaded, three
+both hosts: tox -e kvm-linux (NAP_KERNEL_LINUX=1).  The TCG host runs
+multi-threaded (--thread multi): single-threaded, as the selftest boot
+runs, the Linux guest stalls, with or without the series
+(kvm-patch/README.md, "Known failure: a Linux guest OS under nested
+TCG").  Multi-threaded, three
 defects of QEMU 7.2's TCG stalled or killed the host or the guest in
 some storm runs; tcg/run.sh keeps the guest clear of them
 (kvm-patch/README.md, "The Linux guest OS under multi-threaded TCG" and
@@ -72,6 +73,7 @@ BOOT = ('tcg', '--linux') + HOSTS['tcg'] + LINUX_ONLY + (
 
 @pytest.mark.skipif(not ENABLED, reason='set NAP_KERNEL_TESTS=1 to run')
 def test_a_linux_guest_os_on_the_svm_half(guests):
+    """Every mode, 2 rounds, in the gate's second TCG host."""
     run = guests[BOOT_NAME].wait()
     kpatch.assert_linux_guest(run.out, run.report, MODES, GATE_ROUNDS)
     assert 'NAP-DMESG' not in run.out, run.report
