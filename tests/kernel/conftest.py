@@ -1,8 +1,5 @@
 """Fixtures shared by the tests that boot the kernel series."""
 
-import os
-import subprocess
-
 import pytest
 
 from tests.kernel import kpatch
@@ -12,8 +9,7 @@ from tests.kernel import kpatch
 def built_series():
     """The series applied, kernel, modules and static selftests built
     (kvm-patch/build.sh; ccache and objects under the kernel cache)."""
-    subprocess.run([os.path.join(kpatch.KVM_PATCH, 'build.sh'),
-                    '--selftests'], check=True)
+    kpatch.build_series()
 
 
 @pytest.fixture(scope='session')

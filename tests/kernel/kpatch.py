@@ -87,6 +87,13 @@ class Guest(object):
             self._proc.wait()
 
 
+def build_series(variant='test'):
+    """kvm-patch/build.sh: the series applied, kernel, modules and static
+    selftests built for VARIANT (ccache and objects under the cache)."""
+    subprocess.run([os.path.join(KVM_PATCH, 'build.sh'), '--variant',
+                    variant, '--selftests'], check=True)
+
+
 def run_guest(machine, *args):
     """Boot the built series with kvm-patch/<machine>/run.sh and wait."""
     return Guest(machine, *args).wait()

@@ -29,7 +29,6 @@ this is functional emulation, not hardware.  Runs with NAP_KERNEL_TESTS=1
 
 import os
 import re
-import subprocess
 
 import pytest
 
@@ -127,8 +126,7 @@ def test_vmx_half_on_the_debug_kernel():
     clean kernel log (slow: outside CI; 46 minutes on the series through
     0040, the permission matrix most of it: kvm-patch/README.md, "The
     debug build under Bochs")."""
-    subprocess.run([os.path.join(kpatch.KVM_PATCH, 'build.sh'), '--variant',
-                    'debug', '--selftests'], check=True)
+    kpatch.build_series('debug')
     run = kpatch.run_guest('bochs', '--variant', 'debug', '--timeout',
                            '9000', 'nap.modes=storm',
                            'nap.tests=guest_print_test',

@@ -28,7 +28,6 @@ workload takes 15 to 27 minutes (the storm with a flip every 50 ms).
 """
 
 import os
-import subprocess
 
 import pytest
 
@@ -108,8 +107,7 @@ def test_a_linux_guest_os_on_the_debug_kernel():
     storm mode ran past TIMEOUT (2026-11-28: 676 s in a boot of its own,
     7,404 switches each way, beside the debug Bochs host): 1,500 s a
     mode."""
-    subprocess.run([os.path.join(kpatch.KVM_PATCH, 'build.sh'), '--variant',
-                    'debug', '--selftests'], check=True)
+    kpatch.build_series('debug')
     run = kpatch.run_guest('tcg', '--variant', 'debug', '--linux',
                            *HOSTS['tcg'], *LINUX_ONLY,
                            'nap.linux_rounds=%d' % ROUNDS,

@@ -21,7 +21,6 @@ the tox environment "kvm" sets.
 
 import os
 import re
-import subprocess
 import tempfile
 
 from prometheus_client import parser
@@ -284,8 +283,7 @@ def test_switch_storm_on_the_debug_kernel():
     with the sampler running every 100 ms, nor in the interface's selftest
     (kvm-patch/config/debug.config; slow: about half an hour cold, outside
     CI)."""
-    subprocess.run([os.path.join(kpatch.KVM_PATCH, 'build.sh'), '--variant',
-                    'debug', '--selftests'], check=True)
+    kpatch.build_series('debug')
     run = kpatch.run_guest('tcg', '--variant', 'debug', '--timeout', '5400',
                            'nap.modes=storm', 'nap.tests=' + DEBUG_TESTS,
                            'nap.storm_switches=2000:2:hap:200')
