@@ -32,7 +32,7 @@ import urllib.request
 from oslo_config import cfg
 import prometheus_client
 
-from nova_adaptive_paging.agent import collector
+from nova_adaptive_paging.telemetry import collector
 from nova_adaptive_paging.agent import service
 from nova_adaptive_paging.conf import adaptive_paging as ap_conf
 from nova_adaptive_paging.conf import agent as agent_conf

@@ -1,10 +1,16 @@
 """The guests of the local hypervisor, from libvirt.
 
-One connection (``[adaptive_paging] libvirt_uri``), with libvirt's own
-event loop in a thread: lifecycle events (started, stopped, crashed,
-migrated, resumed, rebooted) wake the agent at once, and a close
-callback marks the connection lost so the next pass reconnects, with a
-backoff doubling up to ``max_backoff`` seconds while libvirtd is down.
+One read-only connection (``[adaptive_paging] libvirt_uri``): listing
+domains, their XML, their lifecycle events and their balloon statistics
+all work on one, and a read-only connection cannot start, stop or change
+a guest, so the agent's user needs no ``libvirt`` group (which is root
+in all but name).  libvirt's own event loop runs in a thread: lifecycle
+events (started, stopped, crashed, migrated, resumed, rebooted) wake the
+agent at once, and a close callback marks the connection lost and wakes
+it too.  While libvirtd is down the agent retries on a backoff doubling
+from one second up to ``max_backoff`` (:meth:`Domains.retry_in` tells the
+loop when), and a connection that is made again wakes it for a full
+pass: a guest started meanwhile gets its mode within the interval.
 Events are a shortcut, not the source of truth: the agent lists the
 running domains on every reconcile, so a missed event cannot leave a
 guest unmanaged.
@@ -105,7 +111,7 @@ class Domains:
                                      % (self.uri, self._next_try - now))
         start_event_loop()
         try:
-            conn = libvirt.open(self.uri)
+            conn = libvirt.openReadOnly(self.uri)
             conn.registerCloseCallback(self._closed, None)
             self._callbacks = [
                 conn.domainEventRegisterAny(
@@ -123,8 +129,23 @@ class Domains:
         self._backoff, self._next_try = 0.0, 0.0
         self.conn = conn
         self.connects += 1
-        LOG.info('connected to libvirt at %s', self.uri)
+        LOG.info('connected to libvirt at %s (read-only)', self.uri)
+        if self.connects > 1:
+            # What changed while it was away is seen by a full pass now,
+            # not at the next reconcile_interval.
+            self.wake('libvirt connection made again')
         return conn
+
+    def retry_in(self):
+        """Seconds until the next attempt to reconnect, while the
+        connection is lost; None while it is up."""
+        if self.conn is not None:
+            return None
+        return max(0.0, self._next_try - self.clock())
+
+    def retry_due(self):
+        """Whether the connection is lost and a reconnect is due."""
+        return self.retry_in() == 0.0
 
     def close(self):
         conn, self.conn = self.conn, None

@@ -13,6 +13,10 @@ PLACEMENT = 'placement'
 NOVA_API = 'nova-api'
 FAULTS = 'guest-faults'
 COUNTERS = 'counters'
+# Anything else one guest's handling raised (the pass went on).
+GUEST = 'guest'
+# The host interface as a whole failed after start-up (its ABI file).
+HOST = 'host'
 INTERNAL = 'internal'
 KINDS = (LIBVIRT, METADATA, POLICY, VM, APPLY, THRESHOLDS, PROFILE,
-         PLACEMENT, NOVA_API, FAULTS, COUNTERS, INTERNAL)
+         PLACEMENT, NOVA_API, FAULTS, COUNTERS, GUEST, HOST, INTERNAL)

@@ -12,7 +12,7 @@ import bisect
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.agent import domains as domainslib
 from nova_adaptive_paging.agent import health
-from nova_adaptive_paging.agent import perf
+from nova_adaptive_paging.host import perf
 from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.telemetry import metrics
 from nova_adaptive_paging import dsp
@@ -72,28 +72,34 @@ def sample(agent):
     histograms with the samples taken since the last read, and an
     adaptive guest's own page-fault count to the kernel."""
     with agent.lock:
-        for g in agent.guests.values():
-            if g.advisor is not None:
-                _advise(agent, g)
-            if g.vm is None:
-                continue
-            vm = vmfiles.Vm(agent.transport, g.vm)
-            if g.target is not None and not agent.read_only and \
-                    g.target.policy == vocabulary.ADAPTIVE:
-                _feed_faults(agent, g, vm)
+        for g in list(agent.guests.values()):
             try:
-                stats = vm.stats()
-            except vmfiles.Refused:
-                continue            # gone: the next reconcile sees it
-            if g.stats is not None and stats['samples'] > g.samples_seen:
-                # The last sample ran in the mode of the last read.
-                mode = g.stats['mode']
-                if has_data(stats):
-                    agent.ftlb.observe(mode, stats['last_ftlb'] / 1000)
-                    agent.fpf.observe(mode, stats['last_fpf'] / 1000)
-                agent.events.add(mode, stats,
-                                 stats['samples'] - g.samples_seen)
-            g.stats, g.samples_seen = stats, stats['samples']
+                _sample(agent, g)
+            except Exception as exc:    # one guest's fault is its own
+                agent.guest_failed(g.domain, g.instance.uuid, 'sample', exc)
+
+
+def _sample(agent, g):
+    if g.advisor is not None:
+        _advise(agent, g)
+    if g.vm is None:
+        return
+    vm = vmfiles.Vm(agent.transport, g.vm)
+    if g.target is not None and not agent.read_only and \
+            g.target.policy == vocabulary.ADAPTIVE:
+        _feed_faults(agent, g, vm)
+    try:
+        stats = vm.stats()
+    except vmfiles.Refused:
+        return                  # gone: the next reconcile sees it
+    if g.stats is not None and stats['samples'] > g.samples_seen:
+        # The last sample ran in the mode of the last read.
+        mode = g.stats['mode']
+        if has_data(stats):
+            agent.ftlb.observe(mode, stats['last_ftlb'] / 1000)
+            agent.fpf.observe(mode, stats['last_fpf'] / 1000)
+        agent.events.add(mode, stats, stats['samples'] - g.samples_seen)
+    g.stats, g.samples_seen = stats, stats['samples']
 
 
 def _advise(agent, g):
@@ -106,7 +112,7 @@ def _advise(agent, g):
             g.counters_ok = False
             reason = getattr(exc, 'reason', None) or getattr(
                 exc, 'strerror', None) or str(exc)
-            agent._fail(health.COUNTERS, 'counters', 'advisory mode has '
+            agent.fail(health.COUNTERS, 'counters', 'advisory mode has '
                         'no guest-only counters (%s); it cannot say what '
                         'adaptive paging would do here' % reason)
             return
@@ -115,7 +121,7 @@ def _advise(agent, g):
         faults = agent.domains.guest_faults(g.domain)
     except (OSError, domainslib.LibvirtUnavailable) as exc:
         g.counters_ok = False
-        agent._fail(health.COUNTERS, ('counters', g.domain),
+        agent.fail(health.COUNTERS, ('counters', g.domain),
                     '%s: reading its counters: %s' % (g.domain, exc))
         return
     g.counters_ok = True
@@ -132,15 +138,15 @@ def _feed_faults(agent, g, vm):
         faults = None
     g.fault_stats = faults is not None
     if faults is None:
-        agent._fail(health.FAULTS, ('faults', g.domain),
+        agent.fail(health.FAULTS, ('faults', g.domain),
                     '%s (instance %s): no page-fault count in its balloon '
                     'statistics (no virtio-balloon, or '
                     'mem_stats_period_seconds = 0); in hap mode its samples '
                     'have no fault rate' % (g.domain, g.instance.uuid))
         return
-    agent._ok(('faults', g.domain))
+    agent.ok(('faults', g.domain))
     try:
         vm.write(spec.FILE_GUEST_FAULTS, str(faults),
                  'the guest\'s cumulative page-fault count')
     except vmfiles.Refused as exc:
-        agent._fail(health.APPLY, ('faults-write', g.domain), str(exc))
+        agent.fail(health.APPLY, ('faults-write', g.domain), str(exc))

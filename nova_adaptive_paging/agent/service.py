@@ -16,46 +16,26 @@ import dataclasses
 import logging
 import threading
 import time
-import xml.etree.ElementTree as ET
 
 from nova_adaptive_paging.abi import spec
-from nova_adaptive_paging.agent import advisory
+from nova_adaptive_paging.agent import clients
 from nova_adaptive_paging.agent import domains as domainslib
 from nova_adaptive_paging.agent import guest as guestlib
 from nova_adaptive_paging.agent import health
-from nova_adaptive_paging.agent import perf
+from nova_adaptive_paging.agent import reconcile as reconcilelib
 from nova_adaptive_paging.agent import sampler
 from nova_adaptive_paging.agent import thresholds as thresholdslib
 from nova_adaptive_paging.agent import writer
+from nova_adaptive_paging.conf import check as conf_check
 from nova_adaptive_paging import cpu
 from nova_adaptive_paging.costmodel import hardware as costhw
-from nova_adaptive_paging import host
-from nova_adaptive_paging.host import files
+from nova_adaptive_paging import exception
 from nova_adaptive_paging.host import probe
+from nova_adaptive_paging.host import transport as host_transport
 from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.telemetry import metrics
 
 LOG = logging.getLogger(__name__)
-PMU_ALL = spec.param_path(spec.PARAM_PMU_ALL)
-
-
-def counters_for(root):
-    """How guest-only counters are opened: through the privsep daemon on
-    a real host, in process elsewhere."""
-    if host.is_host_root(root):
-        from nova_adaptive_paging.agent import privileged
-        return privileged.Counters
-    return perf.GuestCounters
-
-
-def transport_for(root, conf=None):
-    """The host interface under ``root``: through the privsep daemon on a
-    real host (configured by ``conf``'s files), directly under any other
-    root (a simulated host's files are the agent's own)."""
-    if host.is_host_root(root):
-        from nova_adaptive_paging.agent import privileged
-        return privileged.Transport(conf)
-    return files.FileTransport(root)
 
 
 @dataclasses.dataclass
@@ -84,7 +64,8 @@ class Agent:
         ap = conf.adaptive_paging
         self.conf = conf
         self.root = ap.host_root
-        self.transport = transport or transport_for(self.root, conf)
+        self.transport = transport or host_transport.for_root(
+            self.root, conf, privsep=True)
         self.default = ap.default_policy
         self.generation = generation
         self.thresholds = thresholdslib.HostThresholds(ap.profile_dirs,
@@ -99,7 +80,7 @@ class Agent:
         # Advisory mode: the cost model of this generation (MODELED) and
         # how a guest's counters are opened (from its QEMU pid).
         self.hw = costhw.for_generation(generation)
-        self.counters = counters or counters_for(self.root)
+        self.counters = counters or host_transport.counters_for(self.root)
         self.guests = {}                # domain name -> Guest
         self.errors = collections.Counter({k: 0 for k in health.KINDS})
         self.last_good_reconcile = None
@@ -114,18 +95,62 @@ class Agent:
         self.lock = threading.RLock()
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._reload = threading.Event()
         self._said = {}                 # key -> message logged while true
 
+    Guest = Guest
+
     # -- logging a condition once while it lasts -------------------------
-    def _fail(self, kind, key, message):
+    def fail(self, kind, key, message):
         self.errors[kind] += 1
+        self.warn(key, message)
+
+    def warn(self, key, message):
+        """Log ``message`` once while it lasts (a state, not an event:
+        nothing is counted)."""
         if self._said.get(key) != message:
             self._said[key] = message
             LOG.warning('%s', message)
 
-    def _ok(self, key):
+    def ok(self, key):
         if self._said.pop(key, None) is not None:
             LOG.info('%s: resolved', key)
+
+    def forget(self, domain):
+        """Drop what was said of a guest that has gone."""
+        for key in [k for k in self._said
+                    if isinstance(k, tuple) and k[1:2] == (domain,)]:
+            del self._said[key]
+
+    def guest_failed(self, domain, uuid, stage, exc):
+        """Anything a guest's handling raised: counted, logged once with
+        its instance's UUID; the pass goes on with the next guest."""
+        self.fail(health.GUEST, ('guest', domain), '%s (instance %s): %s '
+                  'failed: %s: %s; the other guests are not affected' % (
+                      domain, uuid, stage, type(exc).__name__, exc))
+        LOG.debug('%s of %s', stage, domain, exc_info=True)
+
+    # -- start-up ----------------------------------------------------------
+    def preflight(self):
+        """What must hold before the loop starts, else one
+        :class:`exception.Error` (the command exits non-zero and systemd
+        restarts it): the privsep daemon starts, and a host interface
+        that is there can be read.  Warns of a configuration that works
+        but is probably not what was meant."""
+        for message in conf_check.warnings(self.conf, self.generation):
+            LOG.warning('%s', message)
+        start = getattr(self.transport, 'start', None)
+        if start is not None:
+            start()
+        rel = spec.param_path(spec.PARAM_ABI)
+        if self.transport.exists(rel):
+            try:
+                probe.abi_version(self.transport)
+            except Exception as exc:
+                raise exception.Error(
+                    '%s: cannot be read (%s: %s); expected the paging-'
+                    'switch patch\'s interface version' % (
+                        rel, type(exc).__name__, exc))
 
     # -- the loop ----------------------------------------------------------
     def wake(self, reason):
@@ -136,17 +161,49 @@ class Agent:
         self._stop.set()
         self._wake.set()
 
+    def request_reload(self):
+        """SIGHUP: reload the configuration and profiles at the next
+        turn of the loop (a signal handler must not take the lock)."""
+        self._reload.set()
+        self._wake.set()
+
+    def reload(self):
+        """Re-read the configuration files (oslo.config's mutable
+        options change; the others need a restart, as oslo.config
+        warns) and the profile directories; a file that does not parse
+        or holds a bad value changes nothing."""
+        self._reload.clear()
+        try:
+            conf_check.reloadable(self.conf)
+        except exception.Error as exc:
+            LOG.error('SIGHUP: configuration not reloaded, the last good '
+                      'one stays in force: %s', exc)
+            return
+        changed = self.conf.mutate_config_files()
+        with self.lock:
+            ap = self.conf.adaptive_paging
+            self.default = ap.default_policy
+            self.thresholds = thresholdslib.HostThresholds(
+                ap.profile_dirs, self.generation)
+        LOG.info('SIGHUP: configuration and profiles reloaded (%s)',
+                 ', '.join('[%s] %s' % (g or 'DEFAULT', o)
+                           for g, o in sorted(changed, key=str))
+                 or 'no option changed')
+
     def run(self):
-        """Until :meth:`stop` (SIGTERM)."""
-        interval = self.conf.agent.interval
-        every = self.conf.agent.reconcile_interval
+        """Until :meth:`stop` (SIGTERM, SIGINT)."""
         due = 0.0
         while not self._stop.is_set():
+            interval = self.conf.agent.interval
             now = time.monotonic()
             try:
-                if now >= due or self._wake.is_set():
+                if self._reload.is_set():
+                    self.reload()
+                    due = 0.0
+                if now >= due or self._wake.is_set() or \
+                        self.domains.retry_due():
                     self._wake.clear()
-                    due = now + every
+                    due = now + self.conf.agent.reconcile_interval
                     self.reconcile()
                 self.sample()
             except Exception:
@@ -154,152 +211,19 @@ class Agent:
                 # goes to the log, and the next pass starts afresh.
                 self.errors[health.INTERNAL] += 1
                 LOG.exception('internal error; the agent carries on')
-            self._wake.wait(max(0.0, min(interval, due - time.monotonic())))
+            wait = min(interval, due - time.monotonic())
+            retry = self.domains.retry_in()
+            if retry is not None:
+                wait = min(wait, retry)
+            self._wake.wait(max(0.0, wait))
         self.domains.close()
 
     # -- reconcile -------------------------------------------------------
     def reconcile(self):
-        """One pass over the host and every running guest; returns True
-        when nothing of the agent's own failed."""
-        with self.lock:
-            ok = self._host()
-            try:
-                found = self.domains.running()
-            except domainslib.LibvirtUnavailable as exc:
-                self._fail(health.LIBVIRT, 'libvirt', str(exc))
-                return False
-            self._ok('libvirt')
-            seen = set()
-            for dom in found:
-                seen.add(dom.name)
-                self._guest(dom)
-            for name in set(self.guests) - seen:
-                LOG.info('%s: gone', name)
-                gone = self.guests.pop(name)
-                if gone.counters is not None:
-                    gone.counters.close()
-                for key in [k for k in self._said if k[1:2] == (name,)]:
-                    del self._said[key]
-            if ok:
-                self.last_good_reconcile = time.time()
-            return ok
-
-    def _host(self):
-        ok = True
-        if self.thresholds.refresh():
-            for exc in self.thresholds.errors:
-                self._fail(health.PROFILE, ('profile', exc.source), str(exc))
-        self.abi_version = probe.abi_version(self.transport)
-        if self.abi_version and not self.read_only:
-            try:
-                self.thresholds.push(self.transport)
-                self._ok('thresholds')
-            except OSError as exc:
-                ok = False
-                self._fail(health.THRESHOLDS, 'thresholds', '%s: writing the '
-                           'thresholds of %s failed: %s' % (
-                               thresholdslib.PARAM, self.generation,
-                               exc.strerror or exc))
-        if self.abi_version and not self.read_only:
-            ok &= self._count_all_guests()
-        self.caps = probe.detect(self.transport, self.generation,
-                                 self.thresholds.calibrated)
-        traits = self.caps.traits()
-        if (self.publisher is not None and traits != self.published
-                and not self.read_only):
-            try:
-                self.publisher(self.caps)
-                self.published = traits
-                self._ok('placement')
-            except Exception as exc:     # any failure: retried next pass
-                self._fail(health.PLACEMENT, 'placement', 'publishing traits '
-                           '%s: %s' % (', '.join(sorted(traits)), exc))
-        return ok
-
-    def _count_all_guests(self):
-        """Bring kvm's dsp_pmu_all to [adaptive_paging] count_all_guests;
-        False if that failed."""
-        want = self.conf.adaptive_paging.count_all_guests
-        try:
-            have = spec.parse_bool(self.transport.read(PMU_ALL))
-            if have != want:
-                self.transport.write(PMU_ALL, spec.format_bool(want))
-                LOG.info('%s: %s written (count_all_guests)', PMU_ALL,
-                         spec.format_bool(want).strip())
-        except (OSError, spec.AbiFormatError) as exc:
-            if not want and isinstance(exc, FileNotFoundError):
-                return True         # no such parameter: nothing to unset
-            self._fail(health.COUNTERS, 'count_all_guests',
-                       '%s: cannot make it %s (count_all_guests): %s' % (
-                           PMU_ALL, spec.format_bool(want).strip(),
-                           getattr(exc, 'strerror', None) or exc))
-            return False
-        self._ok('count_all_guests')
-        return True
-
-    def _guest(self, dom):
-        old = self.guests.get(dom.name)
-        try:
-            instance = guestlib.read_instance(dom.name, dom.uuid, dom.xml)
-        except ET.ParseError as exc:
-            self._fail(health.METADATA, ('metadata', dom.name),
-                       '%s: domain XML not readable: %s' % (dom.name, exc))
-            return
-        decision = guestlib.decide(instance, self.default, self.lookup)
-        g = Guest(dom.name, instance, decision,
-                  stats=old.stats if old else None,
-                  samples_seen=old.samples_seen if old else 0)
-        self.guests[dom.name] = g
-        if decision.policy is None:
-            # The Nova API is down: one message for every guest waiting.
-            g.problem = decision.problem
-            self._fail(health.NOVA_API, 'nova-api', decision.problem)
-        elif decision.problem:
-            g.problem = decision.problem
-            self._fail(health.POLICY, ('policy', dom.name), decision.problem)
-        else:
-            self._ok(('policy', dom.name))
-        if decision.source == guestlib.FROM_NOVA_API and decision.policy:
-            self._ok('nova-api')
-        if self.caps.kvm and not self.caps.switching:
-            if old is not None and old.advisor is not None:
-                g.advisor, g.counters = old.advisor, old.counters
-                g.counters_ok = old.counters_ok
-            else:
-                g.advisor = advisory.Advisor(self.thresholds.profile,
-                                             self.hw)
-            return                      # advisory: nothing to write
-        if decision.policy is None or not self.caps.switching:
-            return                      # nothing to apply (yet)
-        try:
-            g.vm = vmfiles.vm_for_domain(self.root, self.transport,
-                                         dom.name)
-        except (vmfiles.Refused, OSError) as exc:
-            g.problem = str(exc)
-            self._fail(health.VM, ('vm', dom.name), '%s: %s' % (dom.name, exc))
-            return
-        self._ok(('vm', dom.name))
-        g.target = writer.target(decision.policy, self.thresholds.profiles,
-                                 self.thresholds.profile)
-        if g.target.problem:
-            self._fail(health.POLICY, ('profile', dom.name), 'instance %s: %s'
-                       % (instance.uuid, g.target.problem))
-        vm = vmfiles.Vm(self.transport, g.vm)
-        try:
-            if self.read_only:
-                g.pending = ['%s=%s' % w for w in writer.plan(vm, g.target)]
-                return
-            done = writer.apply(vm, g.target)
-        except vmfiles.Refused as exc:
-            g.problem = str(exc)
-            self._fail(health.APPLY, ('apply', dom.name),
-                       '%s (instance %s): %s' % (dom.name, instance.uuid, exc))
-            return
-        self._ok(('apply', dom.name))
-        if done:
-            LOG.info('%s (instance %s, policy %s from %s): %s', dom.name,
-                     instance.uuid, g.target.policy, decision.source,
-                     ', '.join(done))
+        """One pass over the host and every running guest
+        (:mod:`.reconcile`); True when nothing of the agent's own
+        failed."""
+        return reconcilelib.reconcile(self)
 
     # -- sample ------------------------------------------------------------
     def sample(self):
@@ -331,35 +255,6 @@ class Agent:
         return lines
 
 
-def publisher_from_conf(conf):
-    """Trait publication through ``[placement]``, or None when it has no
-    credentials (a host whose traits another tool publishes)."""
-    if not conf.placement.auth_type:
-        return None
-    import socket
-
-    from nova_adaptive_paging.conf import placement as placement_conf
-    from nova_adaptive_paging import placement
-
-    names = ([conf.placement.compute_node_name]
-             if conf.placement.compute_node_name
-             else [socket.gethostname(), socket.getfqdn()])
-
-    def publish(caps):
-        placement.publish(placement_conf.adapter(conf), names, caps)
-    return publish
-
-
-def lookup_from_conf(conf):
-    """Flavor extra specs through ``[nova]``, or None without
-    credentials (guests with pre-32.0.0 metadata then get the default)."""
-    if not conf.nova.auth_type:
-        return None
-    from nova_adaptive_paging.agent import nova_api
-    from nova_adaptive_paging.conf import nova as nova_conf
-    return nova_api.ServerFlavors(lambda: nova_conf.adapter(conf))
-
-
 def from_conf(conf, generation):
-    return Agent(conf, generation, lookup=lookup_from_conf(conf),
-                 publisher=publisher_from_conf(conf))
+    return Agent(conf, generation, lookup=clients.lookup_from_conf(conf),
+                 publisher=clients.publisher_from_conf(conf))

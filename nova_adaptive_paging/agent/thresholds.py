@@ -42,9 +42,24 @@ class HostThresholds:
         fingerprint = self._scan()
         if fingerprint == self._fingerprint:
             return False
+        had = self.source if self._fingerprint is not None else None
         self._fingerprint = fingerprint
         self.errors = self.profiles.reload([p for p, _, _ in fingerprint])
+        if had is not None and had != self.source and self.missing:
+            LOG.warning('%s: gone; %s', had, self.missing)
         return True
+
+    @property
+    def missing(self):
+        """Why this generation runs on another's thresholds (a warning
+        while it lasts, ``profile_missing`` on /metrics), or None."""
+        if self.calibrated:
+            return None
+        return ('no threshold profile for CPU generation %s in %s: the '
+                'built-in %s thresholds are in force, uncalibrated for '
+                'this host' % (self.generation,
+                               ', '.join(self.directories) or '(none)',
+                               self.profile.generation))
 
     @property
     def profile(self):

@@ -7,13 +7,14 @@ from oslo_config import cfg
 from oslo_log import log as logging
 import prometheus_client
 
-from nova_adaptive_paging.agent import collector
 from nova_adaptive_paging.agent import service
+from nova_adaptive_paging.telemetry import collector
 from nova_adaptive_paging.agent import web
 from nova_adaptive_paging import conf
 from nova_adaptive_paging.conf import adaptive_paging as ap_conf
 from nova_adaptive_paging.conf import agent as agent_conf
 from nova_adaptive_paging import cpu
+from nova_adaptive_paging import exception
 
 CONF = conf.CONF
 LOG = logging.getLogger(__name__)
@@ -25,9 +26,9 @@ cli_opts = [
 ]
 
 
-def _fail(message):
+def _fail(message, code=2):
     print('error: %s' % message, file=sys.stderr)
-    sys.exit(2)
+    sys.exit(code)
 
 
 def main(argv=None):
@@ -53,6 +54,11 @@ def main(argv=None):
         _fail('cannot read the host CPU: %s (set [adaptive_paging] '
               'cpu_generation)' % exc)
     agent = service.from_conf(CONF, generation)
+    try:
+        agent.preflight()
+    except exception.Error as exc:
+        # The host cannot be driven: exit 1 and let systemd retry.
+        _fail(str(exc), code=1)
     if CONF.once:
         agent.reconcile()
         agent.sample()
@@ -74,6 +80,8 @@ def main(argv=None):
                 exc.strerror or exc))
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: agent.stop())
+    # As OpenStack services do: reload, not die (the default action).
+    signal.signal(signal.SIGHUP, lambda *_: agent.request_reload())
     LOG.info('nova-paging-agent: generation %s, libvirt %s, root %s',
              generation, CONF.adaptive_paging.libvirt_uri,
              CONF.adaptive_paging.host_root)

@@ -13,7 +13,7 @@ from nova_adaptive_paging import costmodel
 from nova_adaptive_paging import fileutil
 from nova_adaptive_paging import host as hostiface
 from nova_adaptive_paging.host import calibration
-from nova_adaptive_paging.host import vmfd
+from nova_adaptive_paging.host import transport as host_transport
 from nova_adaptive_paging.host import switch_cost as measurement
 from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.tuning import fit as fitlib
@@ -54,7 +54,7 @@ def measure(root, vm, domain, bin_dir, prefix, tlb_args, fault_args,
     if bool(vm) == bool(domain):
         common.fail('give exactly one of --vm and --domain')
     fileutil.check_writable(out)
-    transport = vmfd.for_root(root)
+    transport = host_transport.for_root(root)
     with common.sigterm_as_interrupt():
         try:
             if domain:

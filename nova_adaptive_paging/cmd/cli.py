@@ -21,7 +21,7 @@ from nova_adaptive_paging import conf
 from nova_adaptive_paging import policy
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging import host as hostiface
-from nova_adaptive_paging.host import vmfd
+from nova_adaptive_paging.host import transport as host_transport
 from nova_adaptive_paging import vocabulary
 
 CONF = common.CONF
@@ -166,7 +166,7 @@ def abi_group():
 @click.option('--vm', metavar='PID-FD', help='VM directory to exercise.')
 def abi_conformance(root, vm):
     """Check an implementation of the interface against the spec."""
-    transport = vmfd.for_root(root)
+    transport = host_transport.for_root(root)
     version = spec.param_path(spec.PARAM_ABI)
     if not transport.exists(version):
         _fail('--root %s: not a root of the switching interface (no %s)'

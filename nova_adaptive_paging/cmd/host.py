@@ -5,6 +5,7 @@ import socket
 import click
 
 from nova_adaptive_paging.agent import health
+from nova_adaptive_paging.agent import clients
 from nova_adaptive_paging.agent import service
 from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging.conf import placement as placement_conf
@@ -47,7 +48,7 @@ def status():
     what the agent would still write).  Reads only."""
     generation = common.configured_generation()
     agent = service.Agent(CONF, generation, read_only=True,
-                          lookup=service.lookup_from_conf(CONF))
+                          lookup=clients.lookup_from_conf(CONF))
     agent.reconcile()
     agent.sample()
     agent.domains.close()

@@ -7,7 +7,7 @@ import click
 from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging import costmodel
 from nova_adaptive_paging import host
-from nova_adaptive_paging.host import vmfd
+from nova_adaptive_paging.host import transport as host_transport
 from nova_adaptive_paging.host import switch_cost as measure
 from nova_adaptive_paging.host import vm as vmfiles
 
@@ -50,7 +50,7 @@ def switch_cost(root, vm, domain, workload, repeats, period, at, runs):
             common.fail('--at: %s; expected fractions in (0, 1)' % at)
     if bool(vm) == bool(domain):
         common.fail('give exactly one of --vm and --domain')
-    transport = vmfd.for_root(root)
+    transport = host_transport.for_root(root)
     is_modeled = host.simulated(root)
     with common.sigterm_as_interrupt():
         try:

@@ -1,6 +1,17 @@
 """The switching interface's files under a root directory."""
 
+import errno
 import os
+
+
+def decode(data, what):
+    """The interface's text is ASCII: anything else is an I/O error of
+    the file (EILSEQ) that the callers already handle, not a
+    UnicodeDecodeError that none expects."""
+    try:
+        return data.decode('ascii')
+    except UnicodeDecodeError:
+        raise OSError(errno.EILSEQ, 'not ASCII text', what)
 
 
 class FileTransport:
@@ -13,8 +24,8 @@ class FileTransport:
         return os.path.join(self.root, rel)
 
     def read(self, rel):
-        with open(self._path(rel), encoding='ascii') as f:
-            return f.read()
+        with open(self._path(rel), 'rb') as f:
+            return decode(f.read(), rel)
 
     def write(self, rel, text):
         # One write(2) per value, unbuffered, as the kernel expects.

@@ -58,6 +58,28 @@ def domain_pid(root, domain):
     return pid
 
 
+def guest_pids(root):
+    """The pids libvirt's QEMU driver has written for its running
+    guests; a pid file that is not one pid is left out."""
+    directory = os.path.join(root, LIBVIRT_PID_DIR)
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return set()
+    pids = set()
+    for name in names:
+        if not name.endswith('.pid'):
+            continue
+        try:
+            with open(os.path.join(directory, name), 'rb') as f:
+                text = f.read(32).strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            pids.add(int(text))
+    return pids
+
+
 def vm_for_domain(root, transport, domain):
     """The ``<pid>-<fd>`` directory of a libvirt domain's QEMU process."""
     pid = domain_pid(root, domain)

@@ -25,7 +25,6 @@ import fcntl
 import os
 
 from nova_adaptive_paging.abi import spec
-from nova_adaptive_paging import host
 from nova_adaptive_paging.host import files
 
 _SYS_PIDFD_GETFD = 438      # x86-64
@@ -94,7 +93,7 @@ class VmFdTransport(files.FileTransport):
             except OSError as exc:
                 raise OSError(exc.errno, exc.strerror, rel)
         _, _, size, _ = spec.IO_STRUCT.unpack(arg)
-        return data.raw[:size].decode('ascii')
+        return files.decode(data.raw[:size], rel)
 
     def read(self, rel):
         if self._vm_path(rel) is None:
@@ -152,10 +151,17 @@ class VmFdTransport(files.FileTransport):
             self._is_vm(vm[0], vm[1], rel)
 
 
-def for_root(root):
-    """The interface under ``root``: on this host's ``/`` the per-VM files
-    go through the VM descriptor (they work under lockdown); under any
-    other root (a simulated host's files) they are files."""
-    if host.is_host_root(root):
-        return VmFdTransport('/')
-    return files.FileTransport(root)
+def holds_vm(pid, root='/'):
+    """Whether process ``pid`` holds a KVM VM descriptor."""
+    fds = os.path.join(root, 'proc', str(pid), 'fd')
+    try:
+        names = os.listdir(fds)
+    except OSError:
+        return False
+    for fd in names:
+        try:
+            if os.readlink(os.path.join(fds, fd)) == spec.VM_FD_LINK:
+                return True
+        except OSError:
+            continue
+    return False

@@ -13,7 +13,7 @@ from oslo_config import cfg
 from prometheus_client.core import CollectorRegistry
 
 from nova_adaptive_paging.abi import spec
-from nova_adaptive_paging.agent import collector
+from nova_adaptive_paging.telemetry import collector
 from nova_adaptive_paging.agent import service
 from nova_adaptive_paging.conf import adaptive_paging as ap_conf
 from nova_adaptive_paging.conf import agent as agent_conf

@@ -142,13 +142,16 @@ PROFILE_THRESHOLD = _m('profile_threshold', GAUGE, 'The DSP thresholds of '
 PROFILE_OBTAINED = _m('profile_obtained_timestamp_seconds', GAUGE, 'When '
                       'the threshold profile in force was obtained (Unix '
                       'time of its date; absent for a profile without one).')
-CPU_HZ = _m('host_cpu_hz', GAUGE, 'The clock the host\'s cycle counts '
+CPU_HZ = _m('host_cpu_hertz', GAUGE, 'The clock the host\'s cycle counts '
             'are converted with (cycles per second, from cpuinfo).')
 SAMPLED_EVENTS = _m('sampled_events_total', COUNTER, 'Events in the '
                     'guests\' samples on this host, by the mode they ran in: '
                     'instructions, TLB misses and guest page faults (the '
                     'denominators of the per-event costs).',
                     ('mode', 'event'))
+PROFILE_MISSING = _m('profile_missing', GAUGE, '1 when no threshold '
+                     'profile of this host\'s CPU generation is found and '
+                     'the built-in fallback\'s thresholds are in force.')
 GUESTS = _m('guests', GAUGE, 'Guests the agent manages, by policy.',
             ('policy',))
 

@@ -270,7 +270,8 @@ def test_domain_maps_to_its_vm_directory(tmp_path):
 def test_cli_labels_simulated_host_as_modeled(tmp_path, monkeypatch):
     host = make_host()
     os.makedirs(tmp_path / control.CONTROL_DIR)
-    monkeypatch.setattr(switch_cost_cmd.vmfd, 'for_root', lambda root: host)
+    monkeypatch.setattr(switch_cost_cmd.host_transport, 'for_root',
+                        lambda root: host)
     result = CliRunner().invoke(cli.main, [
         'abi', 'switch-cost', '--root', str(tmp_path), '--vm', NAME,
         '--workload', WORKLOAD, '--repeats', '1', '--period', '0.01'])

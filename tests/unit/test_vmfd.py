@@ -12,6 +12,7 @@ import pytest
 
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.host import files
+from nova_adaptive_paging.host import transport as host_transport
 from nova_adaptive_paging.host import vmfd
 
 
@@ -80,10 +81,23 @@ def test_a_closed_descriptor_or_a_gone_process_is_no_vm(tmp_path):
 
 
 def test_only_this_hosts_root_uses_the_descriptor(tmp_path):
-    assert isinstance(vmfd.for_root('/'), vmfd.VmFdTransport)
-    other = vmfd.for_root(str(tmp_path))
-    assert type(other) is files.FileTransport
-    assert other.root == str(tmp_path)
+    assert isinstance(host_transport.for_root('/'), vmfd.VmFdTransport)
+    for privsep in (False, True):
+        other = host_transport.for_root(str(tmp_path), privsep=privsep)
+        assert type(other) is files.FileTransport
+        assert other.root == str(tmp_path)
+
+
+def test_holds_vm_tells_a_vm_owner_from_any_process(tmp_path):
+    """What the privsep daemon asks of a pid before it reaches it."""
+    fds = tmp_path / 'proc' / '42' / 'fd'
+    fds.mkdir(parents=True)
+    (fds / '3').symlink_to('/dev/null')
+    assert not vmfd.holds_vm(42, str(tmp_path))
+    (fds / '11').symlink_to(spec.VM_FD_LINK)
+    assert vmfd.holds_vm(42, str(tmp_path))
+    assert not vmfd.holds_vm(43, str(tmp_path))
+    assert not vmfd.holds_vm(os.getpid())
 
 
 def test_the_request_is_the_kernels_struct():

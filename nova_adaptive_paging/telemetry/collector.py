@@ -17,6 +17,7 @@ import time
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.core import HistogramMetricFamily
+from prometheus_client import registry
 
 from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.telemetry import metrics as M
@@ -51,12 +52,28 @@ def _timestamp(obtained):
     return None
 
 
-class Collector:
+# What each part can report, from the metric table: describe() lists
+# them so that a registry can filter (``?name[]=``) without a scrape.
+GUEST_METRICS = (M.GUEST_INFO, M.GUEST_MODE, M.SWITCHES, M.SWITCHES_REFUSED,
+                 M.MODE_SECONDS, M.SWITCHING_SECONDS,
+                 M.SHADOW_MAINTENANCE_SECONDS, M.HAP_WALK_SECONDS, M.SAMPLES,
+                 M.LAST_FTLB, M.LAST_FPF, M.LAST_PT, M.LAST_RULE,
+                 M.GUEST_FAULT_STATS, M.GUEST_COUNTERS, M.ADVISED_MODE,
+                 M.MODELED_GAIN_SECONDS, M.GUESTS)
+HOST_METRICS = (M.HOST_INFO, M.PROFILE_INFO, M.PROFILE_MISSING,
+                M.PROFILE_THRESHOLD, M.PROFILE_OBTAINED, M.CPU_HZ,
+                M.SAMPLED_EVENTS, M.SAMPLED_FTLB, M.SAMPLED_FPF)
+AGENT_METRICS = (M.ERRORS, M.LAST_RECONCILE)
+SCRAPE_METRICS = (M.SCRAPE_SUCCESS, M.SCRAPE_DURATION)
+
+
+class Collector(registry.Collector):
     def __init__(self, agent):
         self.agent = agent
 
     def describe(self):
-        return []
+        return [family(m) for m in (GUEST_METRICS + HOST_METRICS
+                                    + AGENT_METRICS + SCRAPE_METRICS)]
 
     def collect(self):
         results = []
@@ -88,13 +105,7 @@ class Collector:
                        (g.advisor.mode, g.advisor.gain_s)
                        if g.advisor is not None and g.counters_ok else None)
                       for g in agent.guests.values()]
-        fams = {m.name: family(m) for m in (
-            M.GUEST_INFO, M.GUEST_MODE, M.SWITCHES, M.SWITCHES_REFUSED,
-            M.MODE_SECONDS, M.SWITCHING_SECONDS,
-            M.SHADOW_MAINTENANCE_SECONDS, M.HAP_WALK_SECONDS, M.SAMPLES,
-            M.LAST_FTLB,
-            M.LAST_FPF, M.LAST_PT, M.LAST_RULE, M.GUEST_FAULT_STATS,
-            M.GUEST_COUNTERS, M.ADVISED_MODE, M.MODELED_GAIN_SECONDS)}
+        fams = {m.name: family(m) for m in GUEST_METRICS[:-1]}
         hz = agent.cpu_hz
         policies = dict.fromkeys(vocabulary.POLICIES, 0)
         for (domain, inst, decision, vm, fault_stats, counters_ok,
@@ -125,6 +136,10 @@ class Collector:
                 stats = vmfiles.Vm(agent.transport, vm).stats()
             except vmfiles.Refused:
                 continue                # left between listing and reading
+            except Exception as exc:    # one guest's: the others stay
+                with agent.lock:
+                    agent.guest_failed(domain, uuid, 'scrape', exc)
+                continue
             for metric in (M.GUEST_MODE, M.SWITCHES, M.SWITCHES_REFUSED,
                            M.MODE_SECONDS, M.SWITCHING_SECONDS,
                            M.SHADOW_MAINTENANCE_SECONDS, M.SAMPLES,
@@ -171,7 +186,9 @@ class Collector:
                          str(profile.provenance.obtained), source,
                          str(profile.history_samples),
                          str(profile.interval_s)], 1)
-        out = [info, prof]
+        missing = family(M.PROFILE_MISSING)
+        missing.add_metric([], float(bool(agent.thresholds.missing)))
+        out = [info, prof, missing]
         limits = family(M.PROFILE_THRESHOLD)
         for name, value in profile.to_dict()['thresholds'].items():
             limits.add_metric([name], float(value))

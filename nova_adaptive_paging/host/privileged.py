@@ -4,16 +4,24 @@ interface's files on a real host, through oslo.privsep.
 The per-VM files are reached through QEMU's VM file descriptor
 (``host.vmfd``: pidfd_getfd(2) needs ptrace rights over QEMU) and the
 host-wide ones are root's module parameters, so the agent runs
-unprivileged and asks a privsep daemon with ``CAP_SYS_PTRACE``,
-``CAP_DAC_OVERRIDE`` and ``CAP_DAC_READ_SEARCH`` for exactly these
-operations; in advisory mode the same daemon, with ``CAP_PERFMON``, opens
-and reads the guest-only counters of QEMU's vCPU threads (and nothing
-else).  The daemon checks
-every path against the interface's own names (``abi/spec.py``): a
-compromised agent can change a VM's paging policy or the host's
-thresholds, never open another file.
+unprivileged and asks a privsep daemon for exactly these operations; in
+advisory mode the same daemon opens and reads the guest-only counters of
+QEMU's vCPU threads (and nothing else).  doc/source/security.rst says
+why the daemon keeps each of its four capabilities.
+
+The daemon trusts nothing the agent sends: every path must be one of the
+interface's own names (``abi/spec.py``), and every process it reaches
+(a VM's descriptor, a guest's counters) must be the QEMU of a libvirt
+guest on this host: named by one of libvirt's pid files and holding a
+KVM VM descriptor.  A compromised agent can change a VM's paging policy
+or the host's thresholds, never open another file or another process.
 Paths are always under ``/``: a simulated host's root is the agent's own
-and needs no privilege (``service.transport_for``).
+and needs no privilege (``host.transport.for_root``).
+
+sudo starts the daemon (host-agent/sudoers.d-nova-paging-agent) with one
+argument of the agent's choosing, the socket path, which must lie in
+:data:`RUNTIME_DIR`: oslo.privsep makes it with ``tempfile.mkdtemp``, so
+the agent's unit sets ``TMPDIR`` to that directory.
 """
 
 import os
@@ -25,8 +33,14 @@ from oslo_privsep import capabilities
 from oslo_privsep import priv_context
 
 from nova_adaptive_paging.abi import spec
-from nova_adaptive_paging.agent import perf
+from nova_adaptive_paging import exception
+from nova_adaptive_paging.host import perf
+from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.host import vmfd
+
+# The agent's runtime directory (systemd's RuntimeDirectory): the only
+# place sudo lets the privsep socket be.
+RUNTIME_DIR = '/run/nova-paging-agent'
 
 # linux/capability.h: newer oslo.privsep releases name it, the 3.0 that
 # Debian 12 packages does not (the agent's end-to-end test runs on it).
@@ -53,9 +67,26 @@ _WRITABLE_VM_FILES = (spec.FILE_POLICY, spec.FILE_SWITCH,
                       spec.FILE_THRESHOLDS, spec.FILE_GUEST_FAULTS)
 
 
-def check_path(rel, write=False):
+def check_guest_pid(pid, root='/'):
+    """Refuse (PermissionError) a process that is not the QEMU of a
+    libvirt guest of this host: its pid must be in one of libvirt's pid
+    files and it must hold a KVM VM descriptor."""
+    pid = int(pid)
+    if pid not in vmfiles.guest_pids(root):
+        raise PermissionError(1, 'not the QEMU of a libvirt guest of this '
+                              'host (no pid file of %s names it)'
+                              % os.path.join(root, vmfiles.LIBVIRT_PID_DIR),
+                              str(pid))
+    if not vmfd.holds_vm(pid, root):
+        raise PermissionError(1, 'holds no KVM VM descriptor', str(pid))
+    return pid
+
+
+def check_path(rel, write=False, root=None):
     """Refuse (PermissionError) any path that is not an interface file
-    (or, for a write, not one the agent writes)."""
+    (or, for a write, not one the agent writes); with ``root``, also a
+    VM's file whose process is not a guest's QEMU
+    (:func:`check_guest_pid`)."""
     vm = _VM_FILE.fullmatch(rel)
     param = _PARAM.fullmatch(rel)
     ok = vm or param or (not write and rel == spec.DEBUGFS_DIR)
@@ -65,6 +96,9 @@ def check_path(rel, write=False):
     if not ok:
         raise PermissionError(1, 'not a switching-interface file the agent '
                               'may %s' % ('write' if write else 'read'), rel)
+    if vm and root is not None:
+        check_guest_pid(spec.VM_DIR_RE.match(rel.rsplit('/', 2)[1])
+                        .group('pid'), root)
 
 
 _HOST = vmfd.VmFdTransport('/')
@@ -72,20 +106,26 @@ _HOST = vmfd.VmFdTransport('/')
 
 @host_admin.entrypoint
 def read(rel):
-    check_path(rel)
+    check_path(rel, root='/')
     return _HOST.read(rel)
 
 
 @host_admin.entrypoint
 def write(rel, text):
-    check_path(rel, write=True)
+    check_path(rel, write=True, root='/')
     _HOST.write(rel, text)
 
 
 @host_admin.entrypoint
 def listdir(rel):
-    check_path(rel)
-    return _HOST.listdir(rel)
+    check_path(rel, root='/')
+    names = _HOST.listdir(rel)
+    if rel.strip('/') == spec.DEBUGFS_DIR:
+        # Only the VMs of libvirt's guests are the agent's to see.
+        pids = {str(pid) for pid in vmfiles.guest_pids('/')}
+        names = [n for n in names if (m := spec.VM_DIR_RE.match(n))
+                 and m.group('pid') in pids]
+    return names
 
 
 def _use_our_helper(conf=None):
@@ -119,7 +159,7 @@ _COUNTERS = {}
 
 @host_admin.entrypoint
 def counters_open(pid):
-    counters = perf.GuestCounters(int(pid))
+    counters = perf.GuestCounters(check_guest_pid(pid))
     handle = max(_COUNTERS, default=0) + 1
     _COUNTERS[handle] = counters
     return handle
@@ -151,6 +191,10 @@ class Counters:
         counters_close(self.handle)
 
 
+class Unavailable(exception.Error):
+    """The privsep daemon cannot start: the agent cannot work here."""
+
+
 class Transport:
     """The host interface of ``/``, through the privsep daemon."""
 
@@ -158,6 +202,21 @@ class Transport:
 
     def __init__(self, conf=None):
         _use_our_helper(conf)
+
+    def start(self):
+        """Start the daemon now (it starts at its first call otherwise),
+        so that a host where it cannot start fails at start-up, in one
+        line (:class:`Unavailable`)."""
+        try:
+            listdir(spec.DEBUGFS_DIR)
+        except Exception as exc:    # oslo.privsep's errors share no base
+            raise Unavailable(
+                'the privsep daemon did not start (%s: %s); the agent\'s '
+                'user must be allowed to run %s as root by sudo, with the '
+                'socket in %s (TMPDIR)' % (
+                    type(exc).__name__, exc,
+                    cfg.CONF[host_admin.cfg_section].helper_command,
+                    RUNTIME_DIR))
 
     def read(self, rel):
         # Most of /sys is world-readable: only what is not (another

@@ -1,0 +1,200 @@
+"""One reconcile pass: the host (thresholds, counting, capabilities,
+traits), then every running guest brought to its policy.
+
+A fault is confined to what it touches.  A guest whose handling raises
+anything is counted (``errors_total{kind="guest"}``), logged once with
+its instance's UUID, and the pass goes on with the next guest.  A host
+interface that fails after start-up (its ABI file unreadable, say) is a
+counted, logged condition: the capabilities last read stay in force and
+no guest loses its series.
+"""
+
+import logging
+import time
+import xml.etree.ElementTree as ET
+
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging.agent import advisory
+from nova_adaptive_paging.agent import domains as domainslib
+from nova_adaptive_paging.agent import guest as guestlib
+from nova_adaptive_paging.agent import health
+from nova_adaptive_paging.agent import thresholds as thresholdslib
+from nova_adaptive_paging.agent import writer
+from nova_adaptive_paging.host import probe
+from nova_adaptive_paging.host import vm as vmfiles
+
+LOG = logging.getLogger(__name__)
+PMU_ALL = spec.param_path(spec.PARAM_PMU_ALL)
+
+
+def reconcile(agent):
+    """One pass over the host and every running guest; True when nothing
+    of the agent's own failed."""
+    with agent.lock:
+        try:
+            ok = _host(agent)
+        except Exception as exc:        # the host as a whole: loud, counted
+            ok = False
+            agent.fail(health.HOST, 'host', 'the host interface failed '
+                       '(%s: %s); the capabilities last read stay in force'
+                       % (type(exc).__name__, exc))
+            LOG.debug('host pass', exc_info=True)
+        else:
+            agent.ok('host')
+        try:
+            found = agent.domains.running()
+        except domainslib.LibvirtUnavailable as exc:
+            agent.fail(health.LIBVIRT, 'libvirt', str(exc))
+            return False
+        agent.ok('libvirt')
+        seen = set()
+        for dom in found:
+            seen.add(dom.name)
+            try:
+                _guest(agent, dom)
+            except Exception as exc:    # one guest's fault is its own
+                agent.guest_failed(dom.name, dom.uuid, 'reconcile', exc)
+            else:
+                agent.ok(('guest', dom.name))
+        for name in set(agent.guests) - seen:
+            LOG.info('%s: gone', name)
+            gone = agent.guests.pop(name)
+            if gone.counters is not None:
+                try:
+                    gone.counters.close()
+                except Exception:       # the daemon may be gone with it
+                    LOG.debug('closing counters of %s', name, exc_info=True)
+            agent.forget(name)
+        if ok:
+            agent.last_good_reconcile = time.time()
+        return ok
+
+
+def _host(agent):
+    ok = True
+    if agent.thresholds.refresh():
+        for exc in agent.thresholds.errors:
+            agent.fail(health.PROFILE, ('profile', exc.source), str(exc))
+    if agent.thresholds.missing:
+        agent.warn('profile-missing', agent.thresholds.missing)
+    else:
+        agent.ok('profile-missing')
+    agent.abi_version = probe.abi_version(agent.transport)
+    if agent.abi_version and not agent.read_only:
+        try:
+            agent.thresholds.push(agent.transport)
+            agent.ok('thresholds')
+        except OSError as exc:
+            ok = False
+            agent.fail(health.THRESHOLDS, 'thresholds', '%s: writing the '
+                       'thresholds of %s failed: %s' % (
+                           thresholdslib.PARAM, agent.generation,
+                           exc.strerror or exc))
+    if agent.abi_version and not agent.read_only:
+        ok &= _count_all_guests(agent)
+    agent.caps = probe.detect(agent.transport, agent.generation,
+                              agent.thresholds.calibrated)
+    traits = agent.caps.traits()
+    if (agent.publisher is not None and traits != agent.published
+            and not agent.read_only):
+        try:
+            agent.publisher(agent.caps)
+            agent.published = traits
+            agent.ok('placement')
+        except Exception as exc:     # any failure: retried next pass
+            agent.fail(health.PLACEMENT, 'placement', 'publishing traits '
+                       '%s: %s' % (', '.join(sorted(traits)), exc))
+    return ok
+
+
+def _count_all_guests(agent):
+    """Bring kvm's dsp_pmu_all to [adaptive_paging] count_all_guests;
+    False if that failed."""
+    want = agent.conf.adaptive_paging.count_all_guests
+    try:
+        have = spec.parse_bool(agent.transport.read(PMU_ALL))
+        if have != want:
+            agent.transport.write(PMU_ALL, spec.format_bool(want))
+            LOG.info('%s: %s written (count_all_guests)', PMU_ALL,
+                     spec.format_bool(want).strip())
+    except (OSError, spec.AbiFormatError) as exc:
+        if not want and isinstance(exc, FileNotFoundError):
+            return True         # no such parameter: nothing to unset
+        agent.fail(health.COUNTERS, 'count_all_guests',
+                   '%s: cannot make it %s (count_all_guests): %s' % (
+                       PMU_ALL, spec.format_bool(want).strip(),
+                       getattr(exc, 'strerror', None) or exc))
+        return False
+    agent.ok('count_all_guests')
+    return True
+
+
+def _guest(agent, dom):
+    old = agent.guests.get(dom.name)
+    try:
+        instance = guestlib.read_instance(dom.name, dom.uuid, dom.xml)
+    except ET.ParseError as exc:
+        agent.fail(health.METADATA, ('metadata', dom.name),
+                   '%s: domain XML not readable: %s' % (dom.name, exc))
+        return
+    decision = guestlib.decide(instance, agent.default, agent.lookup)
+    g = agent.Guest(dom.name, instance, decision,
+                    stats=old.stats if old else None,
+                    samples_seen=old.samples_seen if old else 0)
+    if old is not None:
+        g.vm, g.target = old.vm, old.target   # until this pass says else
+    agent.guests[dom.name] = g
+    if decision.policy is None:
+        # The Nova API is down: one message for every guest waiting.
+        g.problem = decision.problem
+        agent.fail(health.NOVA_API, 'nova-api', decision.problem)
+    elif decision.problem:
+        g.problem = decision.problem
+        agent.fail(health.POLICY, ('policy', dom.name), decision.problem)
+    else:
+        agent.ok(('policy', dom.name))
+    if decision.source == guestlib.FROM_NOVA_API and decision.policy:
+        agent.ok('nova-api')
+    caps = agent.caps
+    if caps is None:
+        return                          # the host was never read
+    if caps.kvm and not caps.switching:
+        g.vm = g.target = None
+        if old is not None and old.advisor is not None:
+            g.advisor, g.counters = old.advisor, old.counters
+            g.counters_ok = old.counters_ok
+        else:
+            g.advisor = advisory.Advisor(agent.thresholds.profile, agent.hw)
+        return                          # advisory: nothing to write
+    if decision.policy is None or not caps.switching:
+        g.vm = g.target = None
+        return                          # nothing to apply (yet)
+    try:
+        g.vm = vmfiles.vm_for_domain(agent.root, agent.transport, dom.name)
+    except (vmfiles.Refused, OSError) as exc:
+        g.vm = g.target = None
+        g.problem = str(exc)
+        agent.fail(health.VM, ('vm', dom.name), '%s: %s' % (dom.name, exc))
+        return
+    agent.ok(('vm', dom.name))
+    g.target = writer.target(decision.policy, agent.thresholds.profiles,
+                             agent.thresholds.profile)
+    if g.target.problem:
+        agent.fail(health.POLICY, ('profile', dom.name), 'instance %s: %s'
+                   % (instance.uuid, g.target.problem))
+    vm = vmfiles.Vm(agent.transport, g.vm)
+    try:
+        if agent.read_only:
+            g.pending = ['%s=%s' % w for w in writer.plan(vm, g.target)]
+            return
+        done = writer.apply(vm, g.target)
+    except vmfiles.Refused as exc:
+        g.problem = str(exc)
+        agent.fail(health.APPLY, ('apply', dom.name),
+                   '%s (instance %s): %s' % (dom.name, instance.uuid, exc))
+        return
+    agent.ok(('apply', dom.name))
+    if done:
+        LOG.info('%s (instance %s, policy %s from %s): %s', dom.name,
+                 instance.uuid, g.target.policy, decision.source,
+                 ', '.join(done))

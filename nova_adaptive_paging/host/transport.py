@@ -1,0 +1,31 @@
+"""Which transport reaches the host interface under a root: the one
+factory of the agent, the ``host`` commands and the switch-cost tool."""
+
+from nova_adaptive_paging import host
+from nova_adaptive_paging.host import files
+from nova_adaptive_paging.host import perf
+from nova_adaptive_paging.host import vmfd
+
+
+def for_root(root, conf=None, privsep=False):
+    """The interface under ``root``.  On this host's ``/`` the per-VM
+    files go through the VM descriptor (they work under lockdown):
+    directly for a caller that is root (the ``host`` commands), through
+    the privsep daemon (configured by ``conf``'s files) for the
+    unprivileged agent.  Under any other root (a simulated host's files,
+    the agent's own) they are files."""
+    if not host.is_host_root(root):
+        return files.FileTransport(root)
+    if privsep:
+        from nova_adaptive_paging.host import privileged
+        return privileged.Transport(conf)
+    return vmfd.VmFdTransport('/')
+
+
+def counters_for(root):
+    """How guest-only counters are opened: through the privsep daemon on
+    a real host, in process elsewhere."""
+    if host.is_host_root(root):
+        from nova_adaptive_paging.host import privileged
+        return privileged.Counters
+    return perf.GuestCounters
