@@ -13,7 +13,15 @@ format), so an operator's existing file works as it is::
 
 Other keys of the format (``http_server_config``) are refused rather
 than ignored: a setting that seems to apply but does not is worse than
-an error at start.
+an error at start.  So is ``basic_auth_users`` without
+``tls_server_config`` (passwords in clear on the network), unless
+``[agent] basic_auth_without_tls`` says so.
+
+Each connection is served in a thread of its own, TLS handshake
+included, under one timeout (``[agent] connection_timeout``) for the
+handshake and every read: an idle or slow client holds its own thread,
+never the accept loop.  At most ``[agent] max_connections`` are served at
+once; one more is closed at once.
 """
 
 import base64
@@ -94,7 +102,7 @@ def _users(path, users):
     return {k: v.encode() for k, v in users.items()}
 
 
-def load(path):
+def load(path, basic_auth_without_tls=False):
     """(ssl.SSLContext or None, {user: bcrypt hash}) of a web config
     file; WebConfigError names the file, key and problem."""
     try:
@@ -114,6 +122,11 @@ def load(path):
            if doc.get('tls_server_config') else None)
     users = (_users(path, doc['basic_auth_users'])
              if doc.get('basic_auth_users') else {})
+    if users and ctx is None and not basic_auth_without_tls:
+        raise WebConfigError(path, 'basic_auth_users', 'refused without '
+                             'tls_server_config: passwords would cross the '
+                             'network in clear (set [agent] '
+                             'basic_auth_without_tls = true to allow it)')
     return ctx, users
 
 
@@ -159,17 +172,68 @@ class _BasicAuth:
         return [b'Unauthorized\n']
 
 
-def serve(registry, address, port, web_config=None):
+class _Handler(exposition._SilentHandler):
+    # StreamRequestHandler applies it to every read of the request.
+    timeout = None
+
+
+class _Server(exposition.ThreadingWSGIServer):
+    """prometheus_client's threading server, with the TLS handshake in
+    the connection's thread, a timeout on every connection and a cap on
+    how many are served at once."""
+
+    tls = None
+    timeout_s = 10.0
+    # socketserver's listen backlog is 5: a burst of connections beyond
+    # it waits for SYN retransmits (1, 3, 7 s ...) before accept sees it.
+    request_queue_size = 128
+
+    def setup_slots(self, limit):
+        self._slots = threading.BoundedSemaphore(limit)
+
+    def process_request(self, request, client_address):
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)     # over the cap: closed now
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            request.settimeout(self.timeout_s)
+            if self.tls is not None:
+                try:
+                    request = self.tls.wrap_socket(request,
+                                                   server_side=True)
+                except (OSError, ssl.SSLError):
+                    return          # a failed or idle handshake: its own
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+            self._slots.release()
+
+    def handle_error(self, request, client_address):
+        pass                        # a client's broken connection
+
+
+def serve(registry, address, port, web_config=None, timeout=10.0,
+          max_connections=32, basic_auth_without_tls=False):
     """Serve ``registry`` in a daemon thread; return (server, thread)."""
-    ctx, users = load(web_config) if web_config else (None, {})
+    ctx, users = (load(web_config, basic_auth_without_tls) if web_config
+                  else (None, {}))
     app = exposition.make_wsgi_app(registry)
     if users:
         app = _BasicAuth(app, users)
-    httpd = simple_server.make_server(
-        address, port, app, exposition.ThreadingWSGIServer,
-        handler_class=exposition._SilentHandler)
-    if ctx is not None:
-        httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+    handler = type('Handler', (_Handler,), {'timeout': timeout})
+    httpd = simple_server.make_server(address, port, app, _Server,
+                                      handler_class=handler)
+    httpd.tls, httpd.timeout_s = ctx, timeout
+    httpd.setup_slots(max_connections)
     thread = threading.Thread(target=httpd.serve_forever,
                               name='metrics-http', daemon=True)
     thread.start()

@@ -71,7 +71,11 @@ def main(argv=None):
     if CONF.agent.listen_port:
         try:
             web.serve(registry, CONF.agent.listen_address,
-                      CONF.agent.listen_port, CONF.agent.web_config_file)
+                      CONF.agent.listen_port, CONF.agent.web_config_file,
+                      timeout=CONF.agent.connection_timeout,
+                      max_connections=CONF.agent.max_connections,
+                      basic_auth_without_tls=(
+                          CONF.agent.basic_auth_without_tls))
         except web.WebConfigError as exc:
             _fail(str(exc))
         except OSError as exc:

@@ -13,6 +13,7 @@ live, and where the switching patch's interface is found.
 
 policy_opts = [
     cfg.StrOpt('default_policy',
+               mutable=True,
                default=vocabulary.Paging.HAP.value,
                choices=[
                    (vocabulary.Paging.HAP.value,
@@ -34,6 +35,7 @@ set``).
 
 profile_opts = [
     cfg.ListOpt('profile_dirs',
+                mutable=True,
                 default=['/etc/nova-adaptive-paging/profiles'],
                 help="""
 Directories searched for DSP threshold profile files (``*.yaml``). A file
@@ -48,6 +50,7 @@ used to pick its threshold profile. Unset means detect it from
 profile uses the built-in ``intel-nehalem`` profile.
 """),
     cfg.BoolOpt('count_all_guests',
+                mutable=True,
                 default=False,
                 help="""
 Have the kernel count the instructions and TLB misses of every guest on

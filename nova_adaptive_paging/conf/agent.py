@@ -12,6 +12,7 @@ and where it serves its Prometheus metrics.
 
 agent_opts = [
     cfg.IntOpt('interval',
+               mutable=True,
                default=5, min=1, max=3600,
                help="""
 Seconds between two reads of every managed guest's statistics (the
@@ -19,6 +20,7 @@ histograms of sampled FTLB and FPF). /metrics reads the kernel at scrape
 time whatever this is.
 """),
     cfg.IntOpt('reconcile_interval',
+               mutable=True,
                default=60, min=1, max=86400,
                help="""
 Seconds between two full passes over the running guests (policy from
@@ -48,7 +50,26 @@ Port /metrics is served on; 0 serves no metrics.
 TLS and basic auth for /metrics: a web configuration file in the format of
 Prometheus' exporter-toolkit (``tls_server_config``, ``basic_auth_users``
 with bcrypt hashes), as node_exporter's ``--web.config.file`` takes. Unset
-means plain HTTP without authentication.
+means plain HTTP without authentication. Basic auth without TLS is
+refused unless ``basic_auth_without_tls`` is set.
+"""),
+    cfg.BoolOpt('basic_auth_without_tls',
+                default=False,
+                help="""
+Accept ``basic_auth_users`` in ``web_config_file`` without
+``tls_server_config``: the passwords then cross the network in clear.
+"""),
+    cfg.FloatOpt('connection_timeout',
+                 default=10.0, min=0.1, max=300.0,
+                 help="""
+Seconds a /metrics connection may take for its TLS handshake and for each
+read of its request before it is closed.
+"""),
+    cfg.IntOpt('max_connections',
+               default=32, min=1, max=4096,
+               help="""
+Most /metrics connections served at once (one thread each); one more is
+closed at once.
 """),
 ]
 

@@ -91,16 +91,6 @@ class Recording:
 make_conf = simfleet.agent_conf_for
 
 
-@pytest.fixture
-def sim(tmp_path):
-    clock = Clock()
-    host = simhost.SimHost(str(tmp_path), NEHALEM, profiles.builtin(),
-                           clock=clock)
-    host.clock = clock
-    os.makedirs(os.path.join(host.root, 'profiles'))
-    return host
-
-
 def start(sim, name, specs, trace='phases-tlb-fault', **kw):
     return sim.start_vm(simhost.VmSpec(name, TRACES[trace], specs, **kw))
 
