@@ -113,8 +113,8 @@ def _advise(agent, g):
             reason = getattr(exc, 'reason', None) or getattr(
                 exc, 'strerror', None) or str(exc)
             agent.fail(health.COUNTERS, 'counters', 'advisory mode has '
-                        'no guest-only counters (%s); it cannot say what '
-                        'adaptive paging would do here' % reason)
+                       'no guest-only counters (%s); it cannot say what '
+                       'adaptive paging would do here' % reason)
             return
     try:
         insns, tlb = g.counters.read()
@@ -122,7 +122,7 @@ def _advise(agent, g):
     except (OSError, domainslib.LibvirtUnavailable) as exc:
         g.counters_ok = False
         agent.fail(health.COUNTERS, ('counters', g.domain),
-                    '%s: reading its counters: %s' % (g.domain, exc))
+                   '%s: reading its counters: %s' % (g.domain, exc))
         return
     g.counters_ok = True
     g.fault_stats = faults is not None
@@ -139,10 +139,10 @@ def _feed_faults(agent, g, vm):
     g.fault_stats = faults is not None
     if faults is None:
         agent.fail(health.FAULTS, ('faults', g.domain),
-                    '%s (instance %s): no page-fault count in its balloon '
-                    'statistics (no virtio-balloon, or '
-                    'mem_stats_period_seconds = 0); in hap mode its samples '
-                    'have no fault rate' % (g.domain, g.instance.uuid))
+                   '%s (instance %s): no page-fault count in its balloon '
+                   'statistics (no virtio-balloon, or '
+                   'mem_stats_period_seconds = 0); in hap mode its samples '
+                   'have no fault rate' % (g.domain, g.instance.uuid))
         return
     agent.ok(('faults', g.domain))
     try:

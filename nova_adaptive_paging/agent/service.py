@@ -32,7 +32,6 @@ from nova_adaptive_paging.costmodel import hardware as costhw
 from nova_adaptive_paging import exception
 from nova_adaptive_paging.host import probe
 from nova_adaptive_paging.host import transport as host_transport
-from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.telemetry import metrics
 
 LOG = logging.getLogger(__name__)

@@ -1,0 +1,155 @@
+"""The agent's user must not become root: the attacks of
+doc/source/security.rst tried for real.  sudo's own policy matching
+(host-agent's sudoers rule, installed for a real unprivileged user) and
+the privileged daemon's own checks of what it is asked to reach."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from nova_adaptive_paging.host import privileged
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RULE = os.path.join(HERE, '..', '..', 'host-agent',
+                    'sudoers.d-nova-paging-agent')
+HELPER = '/opt/nova-adaptive-paging/bin/privsep-helper'
+USER = 'nap-privtest'
+
+needs_root = pytest.mark.skipif(
+    (os.geteuid() != 0 or not shutil.which('sudo')
+     or not shutil.which('runuser')) and not os.environ.get(
+        'NAP_REQUIRE_SUDO'),
+    reason='needs root, sudo and runuser (set NAP_REQUIRE_SUDO=1 to make '
+           'this a failure)')
+
+
+@pytest.fixture(scope='module')
+def rule_installed():
+    """host-agent's rule, for USER and a helper that records its
+    arguments, in /etc/sudoers.d for the module's time."""
+    if subprocess.run(['id', USER], capture_output=True).returncode:
+        subprocess.run(['useradd', '--system', '--no-create-home', '--shell',
+                        '/usr/sbin/nologin', USER], check=True)
+    bindir = tempfile.mkdtemp(prefix='nap-priv-')
+    os.chmod(bindir, 0o755)
+    helper = os.path.join(bindir, 'privsep-helper')
+    record = os.path.join(bindir, 'ran')
+    with open(helper, 'w') as f:
+        f.write('#!/bin/sh\necho "$@" > %s\n' % record)
+    os.chmod(helper, 0o755)
+    with open(RULE) as f:
+        text = f.read().replace(HELPER, helper)
+    # The rule's user, not the runtime directory's name.
+    text = re.sub(r'(?m)^(Defaults:)?nova-paging ', r'\g<1>%s ' % USER, text)
+    installed = '/etc/sudoers.d/nap-privilege-test'
+    with open(installed + '.new', 'w') as f:
+        f.write(text)
+    os.chmod(installed + '.new', 0o440)
+    subprocess.run(['visudo', '-cf', installed + '.new'], check=True,
+                   capture_output=True)
+    os.rename(installed + '.new', installed)
+    try:
+        yield helper, record
+    finally:
+        os.unlink(installed)
+        shutil.rmtree(bindir)
+
+
+def as_user(helper, record, args):
+    """Run ``sudo -n helper args`` as USER; what the helper ran with, or
+    None if sudo refused."""
+    if os.path.exists(record):
+        os.unlink(record)
+    done = subprocess.run(['runuser', '-u', USER, '--', 'sudo', '-n',
+                           helper] + args, capture_output=True, text=True)
+    if done.returncode:
+        assert not os.path.exists(record)
+        return None
+    with open(record) as f:
+        return f.read().split()
+
+
+def agent_args(sock):
+    return ['--privsep_context', privileged.host_admin.pypath,
+            '--privsep_sock_path', sock]
+
+
+SOCK = privileged.RUNTIME_DIR + '/tmpab_c1x9z/privsep.sock'
+
+
+@needs_root
+def test_sudo_runs_the_agents_command_and_nothing_else(rule_installed):
+    helper, record = rule_installed
+    # What oslo.privsep runs, with the socket mkdtemp made.
+    assert as_user(helper, record, agent_args(SOCK)) == agent_args(SOCK)
+    attacks = {
+        'a logging config runs code':
+            agent_args(SOCK) + ['--log-config-append', '/tmp/evil.conf'],
+        'a config file of its choosing':
+            ['--config-file', '/tmp/evil.conf'] + agent_args(SOCK),
+        'another context':
+            ['--privsep_context', 'os.system', '--privsep_sock_path', SOCK],
+        'a socket elsewhere':
+            agent_args('/tmp/tmpab_c1x9z/privsep.sock'),
+        'a socket path up and out':
+            agent_args(privileged.RUNTIME_DIR + '/../tmp/x/privsep.sock'),
+        'arguments inside one word':
+            agent_args(SOCK + ' --log-config-append /tmp/evil.conf'),
+        'no arguments': [],
+    }
+    ran = {what: as_user(helper, record, args)
+           for what, args in attacks.items()}
+    assert ran == dict.fromkeys(attacks), ran
+
+
+def test_the_daemon_reaches_no_process_but_a_guests_qemu(tmp_path):
+    """counters_open and a VM file's path name a pid: the daemon takes
+    only one of libvirt's pid files that holds a KVM VM descriptor."""
+    run = tmp_path / 'run' / 'libvirt' / 'qemu'
+    run.mkdir(parents=True)
+    sleeper = subprocess.Popen(['sleep', '60'])
+    try:
+        for pid in (1, os.getpid(), sleeper.pid):
+            with pytest.raises(PermissionError):
+                privileged.check_guest_pid(pid, str(tmp_path))
+        # Named by a pid file, but no VM descriptor: not a guest's QEMU.
+        (run / 'instance-1.pid').write_text('%d\n' % sleeper.pid)
+        with pytest.raises(PermissionError, match='KVM VM descriptor'):
+            privileged.check_guest_pid(sleeper.pid, str(tmp_path))
+        # ... nor may a VM file's path name it.
+        with pytest.raises(PermissionError):
+            privileged.check_path('sys/kernel/debug/kvm/%d-3/paging_policy'
+                                  % sleeper.pid, write=True,
+                                  root=str(tmp_path))
+        # On this host, no process at all is a guest's QEMU.
+        with pytest.raises(PermissionError):
+            privileged.check_guest_pid(sleeper.pid)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_an_agent_whose_daemon_cannot_start_exits_at_once(tmp_path):
+    """Without the privileges it needs (the helper command fails, as
+    sudo does without the rule), the agent says so in one line and exits
+    1, so systemd restarts it; it does not run without its daemon."""
+    config = tmp_path / 'agent.conf'
+    config.write_text('[adaptive_paging]\nhost_root = /\ncpu_generation = '
+                      'intel-nehalem\nlibvirt_uri = test:///default\n'
+                      '[agent]\nlisten_port = 0\n'
+                      '[nova_adaptive_paging_privileged]\n'
+                      'helper_command = /bin/false\n')
+    done = subprocess.run(
+        [sys.executable, '-m', 'nova_adaptive_paging.cmd.agent',
+         '--config-file', str(config)],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    errors = [line for line in done.stderr.splitlines()
+              if line.startswith('error:')]
+    assert len(errors) == 1 and 'privsep daemon did not start' in errors[0]
+    assert 'Traceback' not in done.stderr
