@@ -318,3 +318,94 @@ def test_basic_auth_without_tls_is_refused_unless_allowed(tmp_path):
     assert 'basic_auth_users' in str(exc.value) and 'tls' in str(exc.value)
     _, users = web.load(str(config), basic_auth_without_tls=True)
     assert list(users) == ['prometheus']
+
+
+# -- signals, against the command on a simulated host served over FUSE -------
+def _fuse_usable():
+    import shutil
+    return (os.path.exists('/dev/fuse') and os.geteuid() == 0
+            and (shutil.which('fusermount3') or shutil.which('fusermount')))
+
+
+@pytest.mark.skipif(
+    not _fuse_usable() and not os.environ.get('NAP_REQUIRE_FUSE'),
+    reason='needs /dev/fuse, root and fusermount (set NAP_REQUIRE_FUSE=1 '
+           'to make this a failure)')
+def test_sighup_reloads_sigterm_and_sigint_stop(tmp_path):
+    """The real ``nova-paging-agent``: SIGHUP applies a changed
+    default_policy (and a bad file changes nothing), SIGTERM and SIGINT
+    end it cleanly (exit 0, a last log line)."""
+    import signal
+    import subprocess
+    import sys
+    from nova_adaptive_paging.simhost import host as simhost
+    root = str(tmp_path / 'node')
+    sim = subprocess.Popen(
+        [sys.executable, '-m', 'nova_adaptive_paging.cmd.cli', 'sim-host',
+         '--root', root, '--vms', '2', '--speed', '1', '--duration', '300',
+         '--paging', 'none', '--paging', 'none'],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    debugfs = os.path.join(root, spec.DEBUGFS_DIR)
+    (tmp_path / 'profiles').mkdir()
+    config = tmp_path / 'agent.conf'
+    conf = ('[adaptive_paging]\nhost_root = %s\nlibvirt_uri = test://%s\n'
+            'default_policy = %%s\ncpu_generation = amd-zen3\n'
+            'profile_dirs = %s\n[agent]\ninterval = %%s\n'
+            'reconcile_interval = 1\nlisten_port = 0\n' % (
+                root, os.path.join(root, simhost.NODE_XML),
+                tmp_path / 'profiles'))
+
+    def policies():
+        out = []
+        for name in os.listdir(debugfs):
+            with open(os.path.join(debugfs, name, spec.FILE_POLICY)) as f:
+                out.append(f.read().strip())
+        return out
+
+    def wait_for(policy, proc):
+        deadline = time.monotonic() + 20
+        while policies() != [policy, policy]:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, policies()
+            time.sleep(0.1)
+
+    def agent():
+        log = open(tmp_path / 'agent.log', 'w+')
+        return subprocess.Popen(
+            [sys.executable, '-m', 'nova_adaptive_paging.cmd.agent',
+             '--config-file', str(config)], stdout=log, stderr=log), log
+    try:
+        for _ in range(1200):
+            if os.path.isdir(debugfs) and len(os.listdir(debugfs)) == 2:
+                break
+            assert sim.poll() is None, sim.communicate()
+            time.sleep(0.05)
+        config.write_text(conf % ('shadow', 1))
+        proc, log = agent()
+        wait_for(vocabulary.SHADOW, proc)
+        config.write_text(conf % ('adaptive', 1))
+        proc.send_signal(signal.SIGHUP)
+        wait_for(vocabulary.ADAPTIVE, proc)
+        config.write_text(conf % ('hap', 'soon'))
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(3)
+        assert proc.poll() is None
+        assert policies() == [vocabulary.ADAPTIVE] * 2
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+        log.seek(0)
+        text = log.read()
+        assert 'SIGHUP: configuration and profiles reloaded ' \
+            '([adaptive_paging] default_policy)' in text
+        assert 'SIGHUP: configuration not reloaded' in text and \
+            'interval' in text
+        assert text.rstrip().endswith('nova-paging-agent: stopped')
+        assert 'Traceback' not in text
+        config.write_text(conf % ('adaptive', 1))
+        proc, log = agent()
+        time.sleep(2)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(15) == 0
+    finally:
+        sim.send_signal(signal.SIGTERM)
+        sim.communicate(timeout=20)
