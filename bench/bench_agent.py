@@ -20,6 +20,7 @@ it (the model in process; FUSE as a service), not a kernel's: MODELED.
 
 import argparse
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -74,6 +75,21 @@ def cpu_per_call(fn, runs):
 
 def in_process(vms, runs):
     root = tempfile.mkdtemp(prefix='bench-agent-')
+    try:
+        _in_process(root, vms, runs)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def every_guest(text, vms):
+    """Fail unless a scrape holds one guest_info series per guest."""
+    found = text.count('nova_paging_guest_info{')
+    if found != vms:
+        raise SystemExit('a scrape holds %d of %d guests' % (found, vms))
+    return found
+
+
+def _in_process(root, vms, runs):
     clock = Clock()
     sim = simhost.SimHost(root, hardware.resolve('nehalem'),
                           profiles.builtin(), clock=clock)
@@ -112,7 +128,9 @@ def in_process(vms, runs):
     print('  reconcile(): first %.0f us, steady %.0f us CPU per guest'
           % (first / vms * 1e6, reconcile / vms * 1e6))
     print('  /metrics rendered: %.1f ms (median of %d; target < 50), '
-          '%d bytes' % (statistics.median(scrape) * 1e3, runs, len(text)))
+          '%d bytes, %d of %d guests' % (
+              statistics.median(scrape) * 1e3, runs, len(text),
+              every_guest(text.decode(), vms), vms))
 
 
 def _free_port():
@@ -173,8 +191,9 @@ def as_service(vms, seconds, runs):
             t0 = time.perf_counter()
             with urllib.request.urlopen('http://127.0.0.1:%d/metrics'
                                         % port, timeout=30) as resp:
-                resp.read()
+                text = resp.read().decode()
             scrape.append(time.perf_counter() - t0)
+        every_guest(text, vms)
         print('as a service, %d guests over FUSE for %d s (MODELED '
               'interface):' % (vms, seconds))
         print('  resident memory %.1f MiB (target < 80)' % rss)
@@ -187,6 +206,7 @@ def as_service(vms, seconds, runs):
             if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(30)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def main():
