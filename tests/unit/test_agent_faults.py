@@ -409,3 +409,22 @@ def test_sighup_reloads_sigterm_and_sigint_stop(tmp_path):
     finally:
         sim.send_signal(signal.SIGTERM)
         sim.communicate(timeout=20)
+
+
+def test_a_scrape_filtered_by_name_gets_that_family(
+        sim, start_guest, make_agent):
+    """describe() comes from the metric table, so ``?name[]=`` (the
+    registry's restricted view) finds the families it names."""
+    start_guest('a', {'hw:paging': 'shadow'})
+    agent = make_agent()
+    agent.reconcile()
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(collector.Collector(agent))
+    names = [metrics.GUEST_INFO.name, metrics.CPU_HZ.name]
+    text = prometheus_client.generate_latest(
+        registry.restricted_registry(names)).decode()
+    fams = {f.name for f in parser.text_string_to_metric_families(text)}
+    assert fams == set(names)
+    described = {f.name for f in collector.Collector(agent).describe()}
+    exposed = {f.name for f in registry.collect()}
+    assert exposed <= described
