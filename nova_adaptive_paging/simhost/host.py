@@ -200,8 +200,26 @@ class SimVm:
 class SimHost:
     """A simulated compute node under ``root``."""
 
-    def __init__(self, root, hardware, profile, speed=1.0, clock=None):
+    # libvirt's test driver at this URI is one state per process, shared
+    # by every connection: what one client starts, another's lifecycle
+    # events report (a file's URI gives each connection a copy of its
+    # own, read once).
+    SHARED_URI = 'test:///default'
+
+    def __init__(self, root, hardware, profile, speed=1.0, clock=None,
+                 shared_libvirt=False):
         self.root = os.path.abspath(root)
+        # shared_libvirt: the guests are also started and destroyed in
+        # the shared test driver, so that an agent in this process sees
+        # them come and go by their lifecycle events, as on a compute
+        # node.  The driver's own "test" domain is stopped.
+        self._libvirt = None
+        if shared_libvirt:
+            import libvirt
+            self._libvirt = libvirt.open(self.SHARED_URI)
+            for dom in self._libvirt.listAllDomains(
+                    libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE):
+                dom.destroy()
         self.hardware = hardware
         self.speed = float(speed)
         self._t0 = time.monotonic()
@@ -263,6 +281,8 @@ class SimHost:
             self.vms[vm_spec.name] = vm
             self.gone.pop(vm_spec.name, None)
             self.write_layout()
+            if self._libvirt is not None:
+                self._libvirt.createXML(vm.domain.strip(), 0)
             return vm
 
     def stop_vm(self, name, why='stopped'):
@@ -272,7 +292,14 @@ class SimHost:
             del self.model.vms[vm.dirname]
             self.gone[name] = why
             self.write_layout()
+            if self._libvirt is not None:
+                self._libvirt.lookupByName(name).destroy()
             return vm
+
+    def reboot_vm(self, name):
+        """A guest reboot: the same QEMU, its domain's reboot event."""
+        if self._libvirt is not None:
+            self._libvirt.lookupByName(name).reboot(0)
 
     def migrate_vm(self, name):
         return self.stop_vm(name, 'migrated')
@@ -312,7 +339,17 @@ class SimHost:
 
     @property
     def libvirt_uri(self):
+        if self._libvirt is not None:
+            return self.SHARED_URI
         return 'test://' + os.path.join(self.root, NODE_XML)
+
+    def close(self):
+        """Stop the guests this host started in the shared driver."""
+        if self._libvirt is not None:
+            for name in list(self.vms):
+                self.stop_vm(name)
+            self._libvirt.close()
+            self._libvirt = None
 
     def status(self):
         """A JSON-able snapshot (modeled figures)."""

@@ -520,6 +520,8 @@ def test_a_lifecycle_event_wakes_the_agent_on_a_read_only_connection():
     agent = domains.Domains('test:///default', seen.append)
     conn = agent.connect()
     other = libvirt.open('test:///default')
+    if not other.lookupByName('test').isActive():
+        other.lookupByName('test').create()
     try:
         with pytest.raises(libvirt.libvirtError, match='read only'):
             conn.lookupByName('test').destroy()

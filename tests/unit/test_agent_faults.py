@@ -428,3 +428,53 @@ def test_a_scrape_filtered_by_name_gets_that_family(
     described = {f.name for f in collector.Collector(agent).describe()}
     exposed = {f.name for f in registry.collect()}
     assert exposed <= described
+
+
+def test_guest_churn_reaches_the_running_agent_by_lifecycle_events(tmp_path):
+    """Guests started, rebooted, stopped and migrated while the agent
+    runs, in libvirt's shared test driver: each new guest is in its mode
+    within a second, long before the periodic pass (an hour here), and a
+    guest gone leaves no series."""
+    from nova_adaptive_paging.costmodel import hardware
+    from nova_adaptive_paging.costmodel import traces
+    from nova_adaptive_paging import profiles
+    from nova_adaptive_paging.simhost import fleet as simfleet
+    from nova_adaptive_paging.simhost import host as simhost
+    from nova_adaptive_paging.agent import service
+    sim = simhost.SimHost(str(tmp_path), hardware.resolve('nehalem'),
+                          profiles.builtin(), clock=simfleet.Clock(),
+                          shared_libvirt=True)
+    os.makedirs(os.path.join(sim.root, 'profiles'))
+    conf = simfleet.agent_conf_for(sim.root, sim.libvirt_uri)
+    conf.set_override('interval', 1, 'agent')
+    conf.set_override('reconcile_interval', 3600, 'agent')
+    agent = service.Agent(conf, 'amd-zen3', transport=sim.model)
+    trace = traces.builtin()['gcc']
+    thread = threading.Thread(target=agent.run)
+
+    def within(seconds, check):
+        deadline = time.monotonic() + seconds
+        while not check():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    try:
+        thread.start()
+        within(5, lambda: agent.last_good_reconcile is not None)
+        for i, paging in enumerate(('shadow', 'adaptive', 'shadow')):
+            name = 'churn-%d' % i
+            sim.start_vm(simhost.VmSpec(name, trace, {'hw:paging': paging}))
+            within(1.5, lambda: policy_of(sim, name) == paging)
+        sim.reboot_vm('churn-0')
+        sim.stop_vm('churn-1')
+        sim.migrate_vm('churn-2')
+        within(1.5, lambda: set(agent.guests) == {'churn-0'})
+        fams = scrape(agent)
+        assert guests_with(fams, metrics.GUEST_INFO) == {
+            sim.vms['churn-0'].spec.uuid}
+        assert policy_of(sim, 'churn-0') == vocabulary.SHADOW
+    finally:
+        agent.stop()
+        thread.join(10)
+        sim.close()
+        agent.domains.close()
+    assert not thread.is_alive()
