@@ -102,3 +102,22 @@ def decide(instance, default, lookup=None):
     if vocabulary.KEY_POLICY not in specs:
         source = FROM_DEFAULT
     return Decision(parsed, source)
+
+
+@dataclasses.dataclass
+class Guest:
+    """What the agent knows of one running domain."""
+
+    domain: str
+    instance: Instance
+    decision: Decision
+    vm: str = None                  # its <pid>-<fd> name
+    target: object = None           # writer.Target
+    problem: str = None             # why it is not (yet) as it should be
+    stats: dict = None              # the last paging_stats read
+    samples_seen: int = 0
+    pending: list = None            # read_only: the writes it would make
+    advisor: object = None          # advisory hosts: advisory.Advisor
+    counters: object = None         # ... and its guest-only counters
+    counters_ok: bool = None
+    fault_stats: bool = None        # adaptive: its balloon counts faults

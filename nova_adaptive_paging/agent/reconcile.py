@@ -138,9 +138,9 @@ def _guest(agent, dom):
                    '%s: domain XML not readable: %s' % (dom.name, exc))
         return
     decision = guestlib.decide(instance, agent.default, agent.lookup)
-    g = agent.Guest(dom.name, instance, decision,
-                    stats=old.stats if old else None,
-                    samples_seen=old.samples_seen if old else 0)
+    g = guestlib.Guest(dom.name, instance, decision,
+                       stats=old.stats if old else None,
+                       samples_seen=old.samples_seen if old else 0)
     if old is not None:
         g.vm, g.target = old.vm, old.target   # until this pass says else
     agent.guests[dom.name] = g

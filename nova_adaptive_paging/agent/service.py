@@ -12,7 +12,6 @@ while it lasts, and the guest or file keeps its last good state.
 """
 
 import collections
-import dataclasses
 import logging
 import threading
 import time
@@ -20,12 +19,10 @@ import time
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.agent import clients
 from nova_adaptive_paging.agent import domains as domainslib
-from nova_adaptive_paging.agent import guest as guestlib
 from nova_adaptive_paging.agent import health
 from nova_adaptive_paging.agent import reconcile as reconcilelib
 from nova_adaptive_paging.agent import sampler
 from nova_adaptive_paging.agent import thresholds as thresholdslib
-from nova_adaptive_paging.agent import writer
 from nova_adaptive_paging.conf import check as conf_check
 from nova_adaptive_paging import cpu
 from nova_adaptive_paging.costmodel import hardware as costhw
@@ -35,25 +32,6 @@ from nova_adaptive_paging.host import transport as host_transport
 from nova_adaptive_paging.telemetry import metrics
 
 LOG = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass
-class Guest:
-    """What the agent knows of one running domain."""
-
-    domain: str
-    instance: guestlib.Instance
-    decision: guestlib.Decision
-    vm: str = None                  # its <pid>-<fd> name
-    target: writer.Target = None
-    problem: str = None             # why it is not (yet) as it should be
-    stats: dict = None              # the last paging_stats read
-    samples_seen: int = 0
-    pending: list = None            # read_only: the writes it would make
-    advisor: object = None          # advisory hosts: advisory.Advisor
-    counters: object = None         # ... and its guest-only counters
-    counters_ok: bool = None
-    fault_stats: bool = None        # adaptive: its balloon counts faults
 
 
 class Agent:
@@ -80,7 +58,7 @@ class Agent:
         # how a guest's counters are opened (from its QEMU pid).
         self.hw = costhw.for_generation(generation)
         self.counters = counters or host_transport.counters_for(self.root)
-        self.guests = {}                # domain name -> Guest
+        self.guests = {}                # domain name -> guest.Guest
         self.errors = collections.Counter({k: 0 for k in health.KINDS})
         self.last_good_reconcile = None
         self.abi_version = 0
@@ -97,10 +75,10 @@ class Agent:
         self._reload = threading.Event()
         self._said = {}                 # key -> message logged while true
 
-    Guest = Guest
-
     # -- logging a condition once while it lasts -------------------------
     def fail(self, kind, key, message):
+        """Count one error of ``kind``; log ``message`` once while it
+        lasts."""
         self.errors[kind] += 1
         self.warn(key, message)
 

@@ -66,6 +66,10 @@ def main(argv=None):
             print(line)
         agent.domains.close()
         return 0
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: agent.stop())
+    # As OpenStack services do: reload, not die (the default action).
+    signal.signal(signal.SIGHUP, lambda *_: agent.request_reload())
     registry = prometheus_client.CollectorRegistry()
     registry.register(collector.Collector(agent))
     if CONF.agent.listen_port:
@@ -82,10 +86,6 @@ def main(argv=None):
             _fail('[agent] listen_address %s, listen_port %d: %s' % (
                 CONF.agent.listen_address, CONF.agent.listen_port,
                 exc.strerror or exc))
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: agent.stop())
-    # As OpenStack services do: reload, not die (the default action).
-    signal.signal(signal.SIGHUP, lambda *_: agent.request_reload())
     LOG.info('nova-paging-agent: generation %s, libvirt %s, root %s',
              generation, CONF.adaptive_paging.libvirt_uri,
              CONF.adaptive_paging.host_root)
