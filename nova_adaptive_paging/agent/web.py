@@ -27,6 +27,7 @@ once; one more is closed at once.
 import base64
 import hashlib
 import hmac
+import logging
 import ssl
 import threading
 from wsgiref import simple_server
@@ -36,6 +37,8 @@ from prometheus_client import exposition
 import yaml
 
 from nova_adaptive_paging import exception
+
+LOG = logging.getLogger(__name__)
 
 TOP = ('tls_server_config', 'basic_auth_users')
 TLS_KEYS = ('cert_file', 'key_file', 'client_auth_type', 'client_ca_file',
@@ -172,11 +175,6 @@ class _BasicAuth:
         return [b'Unauthorized\n']
 
 
-class _Handler(exposition._SilentHandler):
-    # StreamRequestHandler applies it to every read of the request.
-    timeout = None
-
-
 class _Server(exposition.ThreadingWSGIServer):
     """prometheus_client's threading server, with the TLS handshake in
     the connection's thread, a timeout on every connection and a cap on
@@ -203,12 +201,14 @@ class _Server(exposition.ThreadingWSGIServer):
 
     def process_request_thread(self, request, client_address):
         try:
+            # Inherited by the TLS socket, and kept by the handler (whose
+            # own timeout is None): the handshake and every read.
             request.settimeout(self.timeout_s)
             if self.tls is not None:
                 try:
                     request = self.tls.wrap_socket(request,
                                                    server_side=True)
-                except (OSError, ssl.SSLError):
+                except OSError:     # ssl.SSLError and socket.timeout too
                     return          # a failed or idle handshake: its own
             self.finish_request(request, client_address)
         except Exception:
@@ -218,7 +218,10 @@ class _Server(exposition.ThreadingWSGIServer):
             self._slots.release()
 
     def handle_error(self, request, client_address):
-        pass                        # a client's broken connection
+        # A client's broken or timed-out connection: its own, not an
+        # error of the agent's (socketserver would print a traceback).
+        LOG.debug('/metrics connection from %s', client_address,
+                  exc_info=True)
 
 
 def serve(registry, address, port, web_config=None, timeout=10.0,
@@ -229,9 +232,9 @@ def serve(registry, address, port, web_config=None, timeout=10.0,
     app = exposition.make_wsgi_app(registry)
     if users:
         app = _BasicAuth(app, users)
-    handler = type('Handler', (_Handler,), {'timeout': timeout})
-    httpd = simple_server.make_server(address, port, app, _Server,
-                                      handler_class=handler)
+    httpd = simple_server.make_server(
+        address, port, app, _Server,
+        handler_class=exposition._SilentHandler)
     httpd.tls, httpd.timeout_s = ctx, timeout
     httpd.setup_slots(max_connections)
     thread = threading.Thread(target=httpd.serve_forever,

@@ -57,7 +57,7 @@ host_admin = priv_context.PrivContext(
                   capabilities.CAP_SYS_PTRACE, CAP_PERFMON],
 )
 
-_VM_FILE = re.compile(r'%s/\d+-\d+/(%s)' % (
+_VM_FILE = re.compile(r'%s/(?P<pid>\d+)-\d+/(?P<file>%s)' % (
     re.escape(spec.DEBUGFS_DIR), '|'.join(spec.VM_FILES)))
 _PARAM = re.compile(r'%s/(%s)' % (re.escape(spec.PARAMS_DIR), '|'.join(
     (spec.PARAM_ABI, spec.PARAM_THRESHOLDS, spec.PARAM_INJECT,
@@ -91,14 +91,13 @@ def check_path(rel, write=False, root=None):
     param = _PARAM.fullmatch(rel)
     ok = vm or param or (not write and rel == spec.DEBUGFS_DIR)
     if ok and write:
-        ok = ((vm and vm.group(1) in _WRITABLE_VM_FILES)
+        ok = ((vm and vm.group('file') in _WRITABLE_VM_FILES)
               or (param and param.group(1) in _WRITABLE_PARAMS))
     if not ok:
         raise PermissionError(1, 'not a switching-interface file the agent '
                               'may %s' % ('write' if write else 'read'), rel)
     if vm and root is not None:
-        check_guest_pid(spec.VM_DIR_RE.match(rel.rsplit('/', 2)[1])
-                        .group('pid'), root)
+        check_guest_pid(vm.group('pid'), root)
 
 
 _HOST = vmfd.VmFdTransport('/')

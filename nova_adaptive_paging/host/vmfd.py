@@ -107,22 +107,8 @@ class VmFdTransport(files.FileTransport):
 
     def _vms(self):
         """``<pid>-<fd>`` of every VM descriptor of every process."""
-        found = []
-        for pid in os.listdir(self._proc()):
-            if not pid.isdigit():
-                continue
-            try:
-                fds = os.listdir(self._proc(pid, 'fd'))
-            except OSError:     # gone, or not ours to see
-                continue
-            for fd in fds:
-                try:
-                    link = os.readlink(self._proc(pid, 'fd', fd))
-                except OSError:
-                    continue
-                if link == spec.VM_FD_LINK:
-                    found.append('%s-%s' % (pid, fd))
-        return found
+        return ['%s-%s' % (pid, fd) for pid in os.listdir(self._proc())
+                if pid.isdigit() for fd in vm_fds(pid, self.root)]
 
     def listdir(self, rel):
         if rel.strip('/') == spec.DEBUGFS_DIR:
@@ -151,17 +137,24 @@ class VmFdTransport(files.FileTransport):
             self._is_vm(vm[0], vm[1], rel)
 
 
-def holds_vm(pid, root='/'):
-    """Whether process ``pid`` holds a KVM VM descriptor."""
+def vm_fds(pid, root='/'):
+    """The descriptors (text) of process ``pid`` that are KVM VMs; none
+    when it has gone or its descriptors are not ours to see."""
     fds = os.path.join(root, 'proc', str(pid), 'fd')
     try:
         names = os.listdir(fds)
     except OSError:
-        return False
+        return []
+    found = []
     for fd in names:
         try:
             if os.readlink(os.path.join(fds, fd)) == spec.VM_FD_LINK:
-                return True
+                found.append(fd)
         except OSError:
-            continue
-    return False
+            continue                    # closed since the listing
+    return found
+
+
+def holds_vm(pid, root='/'):
+    """Whether process ``pid`` holds a KVM VM descriptor."""
+    return bool(vm_fds(pid, root))

@@ -59,7 +59,7 @@ GUEST_METRICS = (M.GUEST_INFO, M.GUEST_MODE, M.SWITCHES, M.SWITCHES_REFUSED,
                  M.SHADOW_MAINTENANCE_SECONDS, M.HAP_WALK_SECONDS, M.SAMPLES,
                  M.LAST_FTLB, M.LAST_FPF, M.LAST_PT, M.LAST_RULE,
                  M.GUEST_FAULT_STATS, M.GUEST_COUNTERS, M.ADVISED_MODE,
-                 M.MODELED_GAIN_SECONDS, M.GUESTS)
+                 M.MODELED_GAIN_SECONDS)
 HOST_METRICS = (M.HOST_INFO, M.PROFILE_INFO, M.PROFILE_MISSING,
                 M.PROFILE_THRESHOLD, M.PROFILE_OBTAINED, M.CPU_HZ,
                 M.SAMPLED_EVENTS, M.SAMPLED_FTLB, M.SAMPLED_FPF)
@@ -72,8 +72,9 @@ class Collector(registry.Collector):
         self.agent = agent
 
     def describe(self):
-        return [family(m) for m in (GUEST_METRICS + HOST_METRICS
-                                    + AGENT_METRICS + SCRAPE_METRICS)]
+        return [family(m) for m in (GUEST_METRICS + (M.GUESTS,)
+                                    + HOST_METRICS + AGENT_METRICS
+                                    + SCRAPE_METRICS)]
 
     def collect(self):
         results = []
@@ -105,7 +106,7 @@ class Collector(registry.Collector):
                        (g.advisor.mode, g.advisor.gain_s)
                        if g.advisor is not None and g.counters_ok else None)
                       for g in agent.guests.values()]
-        fams = {m.name: family(m) for m in GUEST_METRICS[:-1]}
+        fams = {m.name: family(m) for m in GUEST_METRICS}
         hz = agent.cpu_hz
         policies = dict.fromkeys(vocabulary.POLICIES, 0)
         for (domain, inst, decision, vm, fault_stats, counters_ok,
