@@ -29,7 +29,6 @@ import datetime
 import decimal
 import glob
 import importlib.resources
-import logging
 import os
 import re
 
@@ -38,7 +37,6 @@ import yaml
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging import exception
 
-LOG = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 FALLBACK_GENERATION = 'intel-nehalem'
@@ -57,7 +55,13 @@ class ProfileError(exception.Error, ValueError):
 
     def __init__(self, source, field, problem):
         self.source, self.field, self.problem = source, field, problem
+        self.kept = False       # set by ProfileSet.reload
         super().__init__('%s: %s: %s' % (source, field, problem))
+
+    def left_out(self):
+        """The line a reload reports: the problem and what applies."""
+        return '%s; left out%s' % (self, ', its last good version stays '
+                                   'in force' if self.kept else '')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,7 +262,8 @@ class ProfileSet:
 
     def reload(self, paths):
         """Load ``paths`` (in order) over the built-ins; return one
-        ProfileError per file left out, each also logged."""
+        ProfileError per file left out, for the caller to report once
+        (its ``left_out()`` line)."""
         fresh = {name: builtin(name) for name in builtin_names()}
         by_path, errors, owner = {}, [], {}
         for path in paths:
@@ -272,8 +277,7 @@ class ProfileSet:
             except ProfileError as exc:
                 errors.append(exc)
                 profile = self._by_path.get(path)
-                LOG.warning('%s; left out%s', exc, '' if profile is None
-                            else ', its last good version stays in force')
+                exc.kept = profile is not None
                 if profile is None or profile.generation in owner:
                     continue
             fresh[profile.generation] = profile

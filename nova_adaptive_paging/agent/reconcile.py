@@ -74,7 +74,8 @@ def _host(agent):
     ok = True
     if agent.thresholds.refresh():
         for exc in agent.thresholds.errors:
-            agent.fail(health.PROFILE, ('profile', exc.source), str(exc))
+            agent.fail(health.PROFILE, ('profile', exc.source),
+                       exc.left_out())
     if agent.thresholds.missing:
         agent.warn('profile-missing', agent.thresholds.missing)
     else:

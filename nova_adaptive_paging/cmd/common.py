@@ -51,7 +51,7 @@ def profile_set():
     found = profiles.ProfileSet()
     paths = profiles.paths_in(CONF.adaptive_paging.profile_dirs)
     for exc in found.reload(paths):
-        click.echo('warning: %s; left out' % exc, err=True)
+        click.echo('warning: %s' % exc.left_out(), err=True)
     return found
 
 

@@ -22,6 +22,7 @@ from nova_adaptive_paging.agent import web
 from nova_adaptive_paging.conf import check as conf_check
 from nova_adaptive_paging import exception
 from nova_adaptive_paging.host import files
+from nova_adaptive_paging import profiles
 from nova_adaptive_paging.telemetry import collector
 from nova_adaptive_paging.telemetry import metrics
 from nova_adaptive_paging import vocabulary
@@ -192,15 +193,60 @@ def test_a_guest_started_while_libvirt_was_away_is_right_at_reconnect(
     assert not thread.is_alive()
 
 
-def test_a_deleted_profile_is_a_warning_and_a_metric(
-        sim, start_guest, make_agent, caplog):
+ZEN3 = ('format_version: 1\ngeneration: amd-zen3\nthresholds: '
+        '{tlb_upper: 7, tlb_lower: 0.2, pf_upper: 4000, pf_lower: '
+        '90, pt_upper: 300, pt_lower: 120}\nhistory_samples: 2\n'
+        'interval_s: 1\nprovenance: {method: manual, source: t, '
+        'obtained: 2026-11-25, hosts: 1, samples: 1}\n')
+
+
+def _zen3_profile(sim):
     path = os.path.join(sim.root, 'profiles', 'zen3.yaml')
     with open(path, 'w') as f:
-        f.write('format_version: 1\ngeneration: amd-zen3\nthresholds: '
-                '{tlb_upper: 7, tlb_lower: 0.2, pf_upper: 4000, pf_lower: '
-                '90, pt_upper: 300, pt_lower: 120}\nhistory_samples: 2\n'
-                'interval_s: 1\nprovenance: {method: manual, source: t, '
-                'obtained: 2026-11-25, hosts: 1, samples: 1}\n')
+        f.write(ZEN3)
+    return path
+
+
+def kernel_thresholds(sim):
+    return spec.ThresholdSet.parse(sim.model.read(
+        spec.param_path(spec.PARAM_THRESHOLDS)))
+
+
+@pytest.mark.parametrize('damage', [
+    'thresholds: {tlb_upper: [\n',      # corrupted: not YAML
+    '',                                 # emptied
+    ZEN3.replace('tlb_upper: 7', 'tlb_upper: -7'),   # out of range
+], ids=['corrupted', 'emptied', 'invalid'])
+def test_a_damaged_profile_keeps_its_last_good_version(
+        sim, start_guest, make_agent, caplog, damage):
+    path = _zen3_profile(sim)
+    start_guest('a', {'hw:paging': 'shadow'})
+    agent = make_agent()
+    agent.reconcile()
+    good = spec.ThresholdSet.from_profile(profiles.load(path))
+    assert kernel_thresholds(sim) == good       # the file's, in force
+    with open(path, 'w') as f:
+        f.write(damage)
+    os.utime(path, ns=(1, 1))           # a change even within one tick
+    drift(sim, 'a', vocabulary.HAP)
+    agent.reconcile()
+    fams = scrape(agent)
+    assert kernel_thresholds(sim) == good
+    assert fams[metrics.PROFILE_MISSING.name].samples[0].value == 0
+    errors = {s.labels['kind']: s.value
+              for s in fams[metrics.ERRORS.name[:-len('_total')]].samples
+              if s.name.endswith('_total')}
+    assert errors[health.PROFILE] == 1
+    warned = [r.getMessage() for r in caplog.records
+              if r.levelname == 'WARNING' and path in r.getMessage()]
+    assert len(warned) == 1 and 'last good version' in warned[0]
+    assert policy_of(sim, 'a') == vocabulary.SHADOW     # drift repaired
+    assert guests_with(fams, metrics.GUEST_MODE) == {sim.vms['a'].spec.uuid}
+
+
+def test_a_deleted_profile_is_a_warning_and_a_metric(
+        sim, start_guest, make_agent, caplog):
+    path = _zen3_profile(sim)
     agent = make_agent()
     agent.reconcile()
     missing = metrics.PROFILE_MISSING.name
