@@ -48,16 +48,6 @@ def trait_requested(trait, extra_specs, image_traits=()):
     return trait in _required(extra_specs, image_traits)
 
 
-def stray_traits(paging, extra_specs, image_traits=()):
-    """Paging-mode traits required although ``hw:paging`` (``paging``,
-    None when unset) does not ask for them: the flavor and its trait
-    disagree, and placement selects hosts for a mode the guest won't get."""
-    wanted = ({vocabulary.REQUIRED_TRAIT[paging]} if paging is not None
-              else set())
-    return ((_required(extra_specs, image_traits) & vocabulary.MODE_TRAITS)
-            - wanted)
-
-
 def flavor_extra_specs(paging_policy):
     """The extra specs that make a flavor ask for ``paging_policy``: its
     ``hw:paging*`` keys and the trait placement must select for, as one

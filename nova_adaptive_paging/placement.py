@@ -16,7 +16,6 @@ from nova_adaptive_paging import vocabulary
 LOG = logging.getLogger(__name__)
 
 TRAITS_VERSION = '1.6'
-REQUIRED_VERSION = '1.18'
 
 
 class PlacementError(exception.Error):
@@ -64,26 +63,6 @@ def find_provider(adapter, names):
         'resource providers %s all match this host: set [placement] '
         'compute_node_name to the one nova-compute uses'
         % ', '.join('%s (%s)' % f for f in found))
-
-
-def providers_with(get, trait):
-    """UUIDs of every provider with ``trait``: one call, any fleet size.
-
-    ``get(url, version)`` returns a response without raising on HTTP
-    errors: Nova's ``SchedulerReportClient.get`` in the scheduler,
-    :func:`getter` of a keystoneauth adapter elsewhere.
-    """
-    resp = get('/resource_providers?required=%s' % trait, REQUIRED_VERSION)
-    if resp.status_code == 400 and 'No such trait' in resp.text:
-        return frozenset()         # nobody has published it yet
-    _check(resp, 'listing providers with %s' % trait)
-    return frozenset(rp['uuid'] for rp in resp.json()['resource_providers'])
-
-
-def getter(adapter):
-    """A ``get(url, version)`` for :func:`providers_with` over an adapter."""
-    return lambda url, version: adapter.get(url, microversion=version,
-                                            raise_exc=False)
 
 
 def ensure_traits(adapter, names):

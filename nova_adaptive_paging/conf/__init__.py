@@ -2,9 +2,11 @@
 
 ``CONF`` is the ConfigOpts the agent and CLI use; every group module has
 ``register_opts`` and ``list_opts`` (see nova/conf).  It is not oslo's
-global ``cfg.CONF``, which Nova owns: the scheduler filter registers the
-``[adaptive_paging]`` group into Nova's configuration instead, and the
-agent's ``[placement]`` section must not collide with Nova's.
+global ``cfg.CONF``, which Nova owns: the agent's ``[placement]`` section
+must not collide with Nova's.  The scheduler filter, the request filter
+and the API validators run inside Nova and read no option of this
+package: what they decide comes from the flavor, the image, placement's
+traits and aggregate metadata alone.
 """
 
 from oslo_config import cfg

@@ -18,7 +18,7 @@ from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 
-from nova.scheduler.client import report
+from nova.scheduler import request_filter as nova_request_filter
 from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional import integrated_helpers
 
@@ -26,6 +26,7 @@ from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging import capabilities
 from nova_adaptive_paging import placement
 from nova_adaptive_paging import policy
+from nova_adaptive_paging.scheduler import request_filter
 from nova_adaptive_paging import vocabulary
 
 FILTER = 'AdaptivePagingFilter'
@@ -34,6 +35,9 @@ FILTER_PATH = ('nova_adaptive_paging.scheduler.filters.paging_filter.'
 API_PASTE_INI = os.path.join(sysconfig.get_path('data'), 'etc', 'nova',
                              'api-paste.ini')
 
+# The control run (test_control.py): the scheduler without the project's
+# part in it, neither the filter (and the request filter it registers)
+# nor the trait that ``nova-paging flavor set`` pairs with hw:paging.
 CONTROL_ENV = 'NOVA_PAGING_TEST_WITHOUT_FILTER'
 
 # What each fake compute host can give, as its agent would detect it.
@@ -61,7 +65,7 @@ class PagingTestBase(integrated_helpers.ProviderUsageBaseTestCase):
     # agent), and the weight that makes the scheduler prefer a host.
     hosts = HOSTS
     weights = WEIGHTS
-    # The control run (test_control.py) turns the filter off.
+    # The control run (test_control.py) turns the filter and the pair off.
     filter_enabled = not os.environ.get(CONTROL_ENV)
 
     def setUp(self):
@@ -77,6 +81,12 @@ class PagingTestBase(integrated_helpers.ProviderUsageBaseTestCase):
             enabled.append(FILTER)
         self.flags(enabled_filters=enabled, group='filter_scheduler')
         self.useFixture(nova_fixtures.HostNameWeigherFixture(self.weights))
+        # Nova's request filters are a module list the filter appends to
+        # when the scheduler starts: each test starts from Nova's own.
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.request_filter.ALL_REQUEST_FILTERS',
+            [f for f in nova_request_filter.ALL_REQUEST_FILTERS
+             if f is not request_filter.require_paging_trait]))
         super().setUp()
 
         self.placement_adapter = ks_adapter.Adapter(
@@ -89,19 +99,6 @@ class PagingTestBase(integrated_helpers.ProviderUsageBaseTestCase):
             self.rp_uuids[host] = self._get_provider_uuid_by_host(host)
             if caps is not None:
                 self.publish(host, caps)
-
-        # Count the filter's placement look-ups.
-        self.lookups = []
-        real_get = report.SchedulerReportClient.get
-
-        def counting_get(client, url, *args, **kwargs):
-            if url.startswith('/resource_providers?required='):
-                self.lookups.append(url)
-            return real_get(client, url, *args, **kwargs)
-
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.scheduler.client.report.SchedulerReportClient.get',
-            counting_get))
 
     def _clear_attrs(self):
         # nova.test.TestCase deletes instance attributes in a cleanup,
@@ -121,7 +118,9 @@ class PagingTestBase(integrated_helpers.ProviderUsageBaseTestCase):
                       **extra_specs):
         """A flavor asking ``hw:paging=paging``, with its required trait
         (as ``nova-paging flavor set`` writes it) unless ``paired`` is
-        false; ``extra_specs`` are added as they are."""
+        false or this is the control run; ``extra_specs`` are added as
+        they are."""
+        paired = paired and self.filter_enabled
         if paging is not None:
             specs = capabilities.flavor_extra_specs(
                 policy.PagingPolicy(policy.parse_paging(paging)))

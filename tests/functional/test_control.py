@@ -1,9 +1,11 @@
-"""Control: the scheduling tests must fail without the filter.
+"""Control: the scheduling tests must fail without the project.
 
 Runs test_scheduling.py again, in a child pytest with the filter left out
-of ``enabled_filters``, and checks that every test that is about where a
-guest lands fails there.  Otherwise those tests would be testing the
-weighers, not the filter.
+of ``enabled_filters`` (so its request filter is never registered) and
+flavors carrying ``hw:paging`` without the trait ``nova-paging flavor
+set`` pairs with it, and checks that every test fails there but the few
+that assert what the project must leave as Nova had it.  Otherwise those
+tests would be testing the weighers, not the project.
 """
 
 import os
@@ -14,10 +16,14 @@ import xml.etree.ElementTree as ET
 
 from tests.functional import base
 
-# What only the filter does (test_scheduling.py): every other test there
-# passes without it, placement selecting through the flavors' traits.
-FILTER_DEPENDENT_CLASSES = {'TestSafetyNet'}
-FILTER_DEPENDENT_TESTS = {'test_without_the_trait_capable_hosts_can_be_missed'}
+# What the project must not change, so passes without it too: a flavor
+# without hw:paging, ironic nodes, and the API's validators, which do not
+# depend on the scheduler.
+INDEPENDENT_TESTS = {
+    'test_no_paging_spec_boots_where_it_always_did',
+    'test_baremetal_flavor_boots_on_the_nodes',
+    'test_extra_spec_validation_at_latest_microversion',
+}
 
 
 class TestControl(unittest.TestCase):
@@ -33,17 +39,13 @@ class TestControl(unittest.TestCase):
             env=env, cwd=os.path.dirname(os.path.dirname(here)),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             check=False)
-        failed, dependent = set(), set()
+        failed, names = set(), set()
         cases = list(ET.parse(report).getroot().iter('testcase'))
         for case in cases:
-            name = case.get('name')
+            names.add(case.get('name'))
             if any(child.tag in ('failure', 'error') for child in case):
-                failed.add(name)
-            if (case.get('classname').rsplit('.', 1)[-1]
-                    in FILTER_DEPENDENT_CLASSES
-                    or name in FILTER_DEPENDENT_TESTS):
-                dependent.add(name)
+                failed.add(case.get('name'))
         os.unlink(report)
-        self.assertGreaterEqual(len(cases), 14)
-        self.assertGreaterEqual(len(dependent), 6)
-        self.assertEqual(dependent, failed)
+        self.assertGreaterEqual(len(cases), 19)
+        self.assertLessEqual(INDEPENDENT_TESTS, names)
+        self.assertEqual(names - INDEPENDENT_TESTS, failed)

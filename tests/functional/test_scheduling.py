@@ -1,18 +1,23 @@
 """Where guests land, in Nova's functional framework.
 
-Two ways a request reaches a capable host.  A flavor written by
-``nova-paging flavor set`` carries ``hw:paging`` and its required trait:
-placement selects, whatever ``max_placement_results`` is
-(TestPairedFlavors, TestFewCapableHosts).  A flavor with ``hw:paging``
-alone is caught by the filter, the safety net (TestSafetyNet); the
-control run (test_control.py) checks that exactly those tests fail
-without the filter.
+Two ways a request reaches a capable host, and both make placement
+select, whatever ``max_placement_results`` is.  A flavor written by
+``nova-paging flavor set`` carries ``hw:paging`` and its required trait
+(TestPairedFlavors).  A flavor with ``hw:paging`` alone gets the trait
+from the request filter the filter registers (TestKeyAlone,
+TestFleetScale).  The control run (test_control.py) runs this module
+without the filter and without the pair: every test here fails there,
+except the few listed in it that assert what the project must not
+change.
 """
 
 import fixtures
+from nova.scheduler import manager as scheduler_manager
+from nova.scheduler import request_filter as nova_request_filter
 from nova.tests.functional.api import client as api_client
 from nova.virt import fake
 
+from nova_adaptive_paging.scheduler import request_filter
 from tests.functional import base
 
 CAN = {
@@ -25,18 +30,17 @@ CAN = {
 class LandingMixin(object):
 
     def check_lands(self, flavor, allowed, boots=3):
-        self.lookups.clear()
         hosts = {self.host_of(self.boot(flavor)) for _ in range(boots)}
         self.assertTrue(hosts <= allowed, hosts)
         return hosts
 
     def warnings(self):
         return [line for line in self.stdlog.logger.output.splitlines()
-                if 'AdaptivePagingFilter' in line and 'WARNING' in line]
+                if 'paging' in line.lower() and 'WARNING' in line]
 
 
 class TestPairedFlavors(LandingMixin, base.PagingTestBase):
-    """Placement selects: the filter never needs to look anything up."""
+    """Placement selects through the flavor's own trait."""
 
     def test_each_policy_lands_where_it_can_be_given(self):
         for paging, first in (('adaptive', 'patched1'),
@@ -44,7 +48,6 @@ class TestPairedFlavors(LandingMixin, base.PagingTestBase):
                               ('hap', 'stock-ept')):
             self.assertEqual({first}, self.check_lands(
                 self.paging_flavor(paging), CAN[paging]))
-            self.assertEqual([], self.lookups)
         self.assertEqual([], self.warnings())
 
     def test_no_paging_spec_boots_where_it_always_did(self):
@@ -56,7 +59,6 @@ class TestPairedFlavors(LandingMixin, base.PagingTestBase):
         self.assertEqual({'bare'}, self.check_lands(
             self.paging_flavor(**{'hw:cpu_policy': 'shared'}),
             set(base.HOSTS), boots=1))
-        self.assertEqual([], self.lookups)
         self.assertEqual([], self.warnings())
 
     def test_extra_spec_validation_at_latest_microversion(self):
@@ -77,11 +79,11 @@ class TestPairedFlavors(LandingMixin, base.PagingTestBase):
             self.assertIn(bad, exc.response.text)
 
 
-class TestSafetyNet(LandingMixin, base.PagingTestBase):
-    """What only the filter does: keep a guest whose flavor has hw:paging
-    without its trait off hosts that cannot give its mode (and say the
-    flavor is incomplete), refuse a bad value that predates the API's
-    validation, apply the aggregates' withholding."""
+class TestKeyAlone(LandingMixin, base.PagingTestBase):
+    """``openstack flavor set --property hw:paging=...`` and nothing
+    else: the request filter requires the trait, the filter refuses a
+    value that predates the API's validation and applies the aggregates'
+    withholding."""
 
     def test_unpaired_policy_lands_where_it_can_be_given(self):
         for paging, first in (('adaptive', 'patched1'),
@@ -89,16 +91,11 @@ class TestSafetyNet(LandingMixin, base.PagingTestBase):
                               ('hap', 'stock-ept')):
             flavor = self.paging_flavor(paging, paired=False)
             self.assertEqual({first}, self.check_lands(flavor, CAN[paging]))
-            # One placement look-up per scheduling request.
-            self.assertEqual(3, len(self.lookups))
-        warned = self.warnings()
-        self.assertEqual(9, len(warned), warned)
-        self.assertIn('without trait:CUSTOM_PAGING_SHADOW=required',
-                      '\n'.join(warned))
+        # Nothing to warn about: the key alone is a complete request.
+        self.assertEqual([], self.warnings())
 
-    def test_multi_create_looks_placement_up_once(self):
+    def test_multi_create_lands_every_instance_where_it_can(self):
         flavor = self.paging_flavor('adaptive', paired=False)
-        self.lookups.clear()
         body = self._build_server(flavor_id=flavor, networks='none')
         body.update(min_count=3, max_count=3, return_reservation_id=True)
         resv = self.api.post_server({'server': body})['reservation_id']
@@ -107,9 +104,36 @@ class TestSafetyNet(LandingMixin, base.PagingTestBase):
         for server in servers:
             server = self._wait_for_state_change(server, 'ACTIVE')
             self.assertIn(self.host_of(server), CAN['adaptive'])
-        self.assertEqual(
-            ['/resource_providers?required=CUSTOM_PAGING_SWITCHING'],
-            self.lookups)
+
+    def test_the_request_filter_is_nova_s_own_kind(self):
+        # The scheduler that started in setUp() registered it once, after
+        # Nova's own, whatever how many filter objects Nova builds.
+        filters = nova_request_filter.ALL_REQUEST_FILTERS
+        self.assertEqual(1, filters.count(
+            request_filter.require_paging_trait))
+        self.assertIs(request_filter.require_paging_trait, filters[-1])
+
+    def test_a_changed_nova_stops_the_scheduler_at_start_up(self):
+        # What a Nova release that reshaped its request filters looks
+        # like to the registration: a tuple instead of the list, the loop
+        # not reading it, the scheduler not calling the loop.
+        changes = (
+            ('nova.scheduler.request_filter.ALL_REQUEST_FILTERS', (),
+             'ALL_REQUEST_FILTERS is not a list'),
+            ('nova.scheduler.request_filter.process_reqspec',
+             lambda ctxt, spec: None, 'does not run ALL_REQUEST_FILTERS'),
+            ('nova.scheduler.manager.SchedulerManager.select_destinations',
+             lambda *a, **kw: None, 'does not call process_reqspec'),
+        )
+        for target, value, said in changes:
+            # What nova-scheduler's service builds when it starts (the
+            # test framework allows one scheduler service per test).
+            with fixtures.MonkeyPatch(target, value):
+                exc = self.assertRaises(request_filter.RegistrationError,
+                                        scheduler_manager.SchedulerManager)
+            self.assertIn(said, str(exc))
+            self.assertIn('trait:CUSTOM_PAGING_*=required', str(exc))
+            self.assertEqual(1, len(str(exc).splitlines()))
 
     def test_nobody_capable_is_novalidhost_without_trait_names(self):
         for host in ('patched1', 'patched2'):
@@ -191,52 +215,57 @@ class TestBaremetalNodes(LandingMixin, base.PagingTestBase):
         # Both nodes taken: the next one fails for want of nodes, as it
         # always did.
         self.boot(flavor, expected_state='ERROR')
-        self.assertEqual([], self.lookups)
         self.assertEqual([], self.warnings())
 
     def test_paging_flavor_never_lands_on_a_node(self):
-        self.check_lands(self.paging_flavor('hap'), CAN['hap'], boots=2)
+        # A flavor the nodes fit, resources and all, that also asks for a
+        # paging mode no ironic node can give: NoValidHost, with two free
+        # nodes and no KVM host able to hold a CUSTOM_BAREMETAL_GOLD.
+        flavor = self.paging_flavor('hap', paired=False, **{
+            'resources:CUSTOM_BAREMETAL_GOLD': '1', 'resources:VCPU': '0',
+            'resources:MEMORY_MB': '0', 'resources:DISK_GB': '0'})
+        server = self.boot(flavor, expected_state='ERROR')
+        self.assertIn('No valid host', server['fault']['message'])
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            server['id']))
 
 
-# Ten hosts, the last one the only one that can give shadow paging, and
-# placement allowed to return two candidates.
-FEW = dict(('host%d' % i, base.HOSTS['stock-ept']) for i in range(9))
-FEW['host9'] = base.HOSTS['stock-noept']
+# Sixteen hosts, two of which can give shadow paging (one of them
+# adaptive too), placement allowed to return two candidates and asked to
+# return them in random order, as a large fleet with
+# [placement] randomize_allocation_candidates would.
+FEW = dict(('host%02d' % i, base.HOSTS['stock-ept']) for i in range(14))
+FEW['host14'] = base.HOSTS['stock-noept']
+FEW['host15'] = base.HOSTS['patched1']
 
 
-class TestFewCapableHosts(LandingMixin, base.PagingTestBase):
+class TestFleetScale(LandingMixin, base.PagingTestBase):
     hosts = FEW
     weights = dict((host, 100) for host in FEW)
 
     def setUp(self):
         super().setUp()
         self.flags(max_placement_results=2, group='scheduler')
+        self.placement.fixture.conf_fixture.config(
+            randomize_allocation_candidates=True, group='placement')
 
-    def test_paired_shadow_reaches_the_one_capable_host(self):
-        server = self.boot(self.paging_flavor('shadow'))
-        self.assertEqual('host9', self.host_of(server))
-        self.assertEqual([], self.lookups)
+    def test_the_key_alone_reaches_the_rare_capable_hosts(self):
+        # Without the trait in placement's query, each boot draws 2 of 16
+        # hosts and misses both capable ones with probability 91/120;
+        # with it, placement has only those to offer.  Sizes vary so that
+        # no two requests are the same query.
+        for size in range(4):
+            self.assertEqual({'host15'}, self.check_lands(
+                self.paging_flavor('adaptive', paired=False,
+                                   memory_mb=256 + 64 * size),
+                {'host15'}, boots=1))
+            self.check_lands(self.paging_flavor(
+                'shadow', paired=False, memory_mb=256 + 64 * size),
+                {'host14', 'host15'}, boots=1)
 
-    def test_without_the_trait_capable_hosts_can_be_missed(self):
-        # Why the pair matters: hw:paging alone leaves placement free to
-        # return two hosts that cannot give shadow paging; the filter
-        # rejects both and the boot fails with host9 idle.  Which two
-        # placement returns is arbitrary: its candidates are a set whose
-        # order follows hashes of the request (resource class names and
-        # amounts), so it changes with PYTHONHASHSEED and with the
-        # flavor's size.  Each size is a fresh draw that misses host9 with
-        # probability 36/45; ten sizes all hitting it is 1 in 10 million.
-        landed = []
-        for size in range(10):
-            server = self.boot_either(self.paging_flavor(
-                'shadow', paired=False, memory_mb=256 + 64 * size))
-            if server['status'] == 'ERROR':
-                break
-            landed.append(self.host_of(server))
-        self.assertEqual('ERROR', server['status'], landed)
-        self.assertIn('No valid host', server['fault']['message'])
-        # Whenever placement did offer host9, the filter chose it.
-        self.assertEqual(['host9'] * len(landed), landed)
+    def test_paired_shadow_reaches_the_capable_hosts(self):
+        self.check_lands(self.paging_flavor('shadow'), {'host14', 'host15'},
+                         boots=4)
 
 
 class TestMoves(base.PagingTestBase):
@@ -282,10 +311,20 @@ class TestMoves(base.PagingTestBase):
         self.assertEqual('patched2', self.host_of(server))
 
     def test_rebuild_keeps_the_host(self):
+        # Since the guest booted, an aggregate withholds its policy from
+        # its host.  A rebuild changes only the image (hw:paging is the
+        # flavor's), so the filter must not refuse it: RUN_ON_REBUILD.
         server = self.boot(self.paging_flavor('adaptive'))
-        self.publish('patched1', base.HOSTS['stock-ept'])
-        self.lookups.clear()
+        self.assertEqual('patched1', self.host_of(server))
+        agg = self.admin_api.post_aggregate(
+            {'aggregate': {'name': 'no-adaptive'}})
+        self.admin_api.add_host_to_aggregate(agg['id'], 'patched1')
+        self.admin_api.post_aggregate_action(agg['id'], {
+            'set_metadata': {'metadata': {
+                'adaptive_paging:policies': 'hap,shadow'}}})
         server = self._rebuild_server(
             server, 'a2459075-d96c-40d5-893e-577ff92e721c')
+        self.assertEqual('ACTIVE', server['status'])
         self.assertEqual('patched1', self.host_of(server))
-        self.assertEqual([], self.lookups)
+        self.assertEqual('a2459075-d96c-40d5-893e-577ff92e721c',
+                         server['image']['id'])
