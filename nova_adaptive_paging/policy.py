@@ -76,7 +76,7 @@ def parse_paging(value):
     """Validate a ``hw:paging`` value; return the vocabulary.Paging.
 
     Exactly one of the words, as Nova's validator (an enum) and the
-    kernel interface take them: ``HAP`` or ``hap `` is refused with a
+    kernel interface take them: ``HAP`` or ``'hap '`` is refused with a
     hint, never quietly accepted by one parser and refused by another."""
     try:
         return vocabulary.Paging(value)

@@ -68,7 +68,7 @@ def trait_spec_key(trait):
 
 
 def cpu_trait(generation):
-    """CUSTOM_PAGING_CPU_<KEY>: placement trait names are [A-Z0-9_]."""
+    """CUSTOM_PAGING_CPU_<KEY>: placement trait names are ``[A-Z0-9_]``."""
     return TRAIT_CPU_PREFIX + re.sub(r'[^A-Z0-9]', '_', generation.upper())
 
 

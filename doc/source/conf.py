@@ -1,0 +1,33 @@
+# Sphinx configuration: the operator and contributor docs, with the API
+# reference generated from the package's docstrings (sphinxcontrib-apidoc,
+# as OpenStack projects do) and the release notes from reno.
+
+import os
+import sys
+
+sys.path.insert(0, os.path.abspath('../..'))
+
+project = 'nova-adaptive-paging'
+copyright = 'nova-adaptive-paging developers'
+
+extensions = [
+    'sphinx.ext.autodoc',
+    'sphinxcontrib.apidoc',
+    'reno.sphinxext',
+]
+
+# API reference: every module of the package but the commands (thin
+# wrappers, documented by --help) and the simulated host's FUSE layer.
+apidoc_module_dir = '../../nova_adaptive_paging'
+apidoc_output_dir = 'reference/api'
+apidoc_excluded_paths = ['cmd']
+apidoc_separate_modules = True
+apidoc_toc_file = False
+autodoc_default_options = {'members': True, 'show-inheritance': True}
+autodoc_member_order = 'bysource'
+
+master_doc = 'index'
+exclude_patterns = ['_build']
+html_theme = 'alabaster'
+html_static_path = []
+nitpicky = False
