@@ -17,6 +17,7 @@ natively on this machine and the simulated VM's mode adds its modeled
 costs (no machine here runs a guest whose paging mode costs anything).
 """
 
+import importlib.metadata
 import json
 import os
 import re
@@ -65,11 +66,21 @@ def free_port():
 def wheelhouse(tmp_path_factory):
     """The package and its dependencies as wheels (pip's cache makes
     this quick after tox installed them): the agent role installs from
-    here, as a site without an index would."""
+    here, as a site without an index would.  The package is the wheel
+    ``tox -e release`` built into ``$NAP_DIST``, as it is released, when
+    there is one of this checkout's version; else built from the tree."""
     out = tmp_path_factory.mktemp('wheels')
+    source = REPO
+    dist = os.environ.get('NAP_DIST')
+    if dist and os.path.isdir(dist):
+        version = importlib.metadata.version('nova-adaptive-paging')
+        built = [n for n in os.listdir(dist) if n.startswith(
+            'nova_adaptive_paging-%s-' % version) and n.endswith('.whl')]
+        if len(built) == 1:
+            source = os.path.join(dist, built[0])
     done = subprocess.run(
         [sys.executable, '-m', 'pip', 'wheel', '-q', '-w', str(out), '-c',
-         os.path.join(REPO, 'upper-constraints.txt'), REPO],
+         os.path.join(REPO, 'upper-constraints.txt'), source],
         capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     ours = [n for n in os.listdir(out)
