@@ -1,8 +1,9 @@
 """``nova-paging demo``: the threshold loop on one machine.
 
 A simulated fleet (:mod:`nova_adaptive_paging.simhost.fleet`: hosts of
-three CPU generations with invented true costs, one stock-kernel host that only advises, a few
-dozen guests on the shipped traces with a mix of ``hw:paging``), one real
+three CPU generations with invented true costs, one stock-kernel host
+that only advises, a few dozen guests on the shipped traces with a mix
+of ``hw:paging``), one real
 agent per host serving ``/metrics`` over HTTP, and a real Prometheus
 (Debian's package) scraping them with the shipped rules and alerts; time
 runs ``speed`` times faster than the clock.  At the end the profiler
