@@ -18,6 +18,7 @@ matching, and one spelling per mode keeps both unambiguous.
 """
 
 import dataclasses
+import difflib
 
 from nova_adaptive_paging import exception
 from nova_adaptive_paging import profiles
@@ -123,17 +124,25 @@ def _check_companions(policy):
                                                  policy.paging))
 
 
+# Extra-spec keys that look like ours: a typo of one of vocabulary.KEYS.
+KEY_NAMESPACE = vocabulary.KEY_POLICY[:len('hw:pag')]
+
+
 def from_extra_specs(extra_specs):
     """Parse the ``hw:paging*`` keys of a flavor's extra specs.
 
-    Keys outside this namespace are ignored; an unknown ``hw:paging_*`` key
-    is an error, so a typo never silently falls back to a default.
+    Keys outside this namespace are ignored; an unknown key that starts
+    like ours (``hw:pag...``: ``hw:pagin``, ``hw:paging_intervl``) is an
+    error naming the closest of ours, so a typo never silently falls back
+    to a default.  Nova has no ``hw:pag...`` key of its own.
     """
     for key in extra_specs:
-        if key.startswith(vocabulary.KEY_POLICY) and \
-                key not in vocabulary.KEYS:
-            raise PolicyError(key, extra_specs[key], 'a known key: %s'
-                              % ', '.join(vocabulary.KEYS))
+        if key.startswith(KEY_NAMESPACE) and key not in vocabulary.KEYS:
+            expected = 'a known key: %s' % ', '.join(vocabulary.KEYS)
+            near = difflib.get_close_matches(key, vocabulary.KEYS, 1, 0.6)
+            if near:
+                expected += ' (did you mean %s?)' % near[0]
+            raise PolicyError(key, extra_specs[key], expected)
     policy = PagingPolicy(
         paging=(parse_paging(extra_specs[vocabulary.KEY_POLICY])
                 if vocabulary.KEY_POLICY in extra_specs else None),

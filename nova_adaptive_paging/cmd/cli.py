@@ -18,6 +18,7 @@ from nova_adaptive_paging.cmd import simulate
 from nova_adaptive_paging.cmd import switch_cost
 from nova_adaptive_paging.cmd import telemetry
 from nova_adaptive_paging import conf
+from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging import policy
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging import host as hostiface
@@ -103,6 +104,7 @@ def thresholds_show(generation, path, as_json):
     else:
         if generation is None:
             generation = common.configured_generation()
+        generation = hardware.generation_key(generation)
         found = common.profile_set()
         profile = found.for_generation(generation)
         note = ('profile for %s' % generation if found.has(generation)

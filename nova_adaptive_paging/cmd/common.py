@@ -33,6 +33,26 @@ class Boundary(click.Group):
     names its input and exits 2; Ctrl-C exits 130.  A traceback is left
     only for a bug."""
 
+    def main(self, *args, standalone_mode=True, **kwargs):
+        """Click's own handling, but a usage error is one ``error:`` line
+        too, naming the command whose --help says more."""
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as exc:
+            path = exc.ctx.command_path if exc.ctx else self.name
+            fail('%s (see %s --help)' % (exc.format_message(), path))
+        except click.ClickException as exc:
+            click.echo('error: %s' % exc.format_message(), err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo('error: interrupted', err=True)
+            sys.exit(130)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        sys.exit(0)
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)

@@ -11,6 +11,7 @@ from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging.conf import placement as placement_conf
 from nova_adaptive_paging import placement
 from nova_adaptive_paging.host import probe
+from nova_adaptive_paging import vocabulary
 
 CONF = common.CONF
 
@@ -34,8 +35,11 @@ def show_capabilities():
     caps = host_capabilities()
     click.echo('switching patch: %s' % ('ABI v%d' % caps.abi_version
                                         if caps.abi_version else 'absent'))
-    click.echo('policies: %s' % ', '.join(sorted(m.value
-                                                 for m in caps.modes)))
+    click.echo('policies: %s' % (
+        ', '.join(sorted(m.value for m in caps.modes)) or
+        'none (no KVM vendor module loaded under %s: kvm_intel or kvm_amd; '
+        'this host takes only guests whose flavor has no %s)'
+        % (CONF.adaptive_paging.host_root, vocabulary.KEY_POLICY)))
     for reason in caps.blockers:
         click.echo('cannot switch: %s' % reason)
     for trait in sorted(caps.traits()):

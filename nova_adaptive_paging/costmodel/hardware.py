@@ -161,16 +161,37 @@ def builtin_names():
             for p in costmodel.data_files('hardware', '.yaml')]
 
 
+def _builtin(name):
+    res = costmodel.data_dir('hardware') / (name + '.yaml')
+    return loads(res.read_text(encoding='utf-8'), 'builtin:%s' % name)
+
+
+def builtin_generations():
+    """CPU generation key -> shipped profile name: the generation key is
+    the one name a generation has everywhere (profiles, traits,
+    ``--generation``); the file's short name is an alias."""
+    return {_builtin(name).generation: name for name in builtin_names()}
+
+
+def generation_key(name):
+    """The generation key for ``name``: itself, or the generation of the
+    shipped cost profile ``name`` names (``nehalem`` -> ``intel-nehalem``)."""
+    if name in builtin_names():
+        return _builtin(name).generation
+    return name
+
+
 def resolve(name_or_path):
-    """A shipped profile by name, or a profile file by path."""
+    """A shipped profile by generation key or short name, or a profile
+    file by path."""
+    name_or_path = builtin_generations().get(name_or_path, name_or_path)
     if name_or_path in builtin_names():
-        res = costmodel.data_dir('hardware') / (name_or_path + '.yaml')
-        return loads(res.read_text(encoding='utf-8'),
-                     'builtin:%s' % name_or_path)
+        return _builtin(name_or_path)
     if not os.path.exists(name_or_path):
         raise HardwareError(name_or_path, '(file)', 'no such file, and not '
-                            'a shipped profile (%s)'
-                            % ', '.join(builtin_names()))
+                            'a shipped profile (%s)' % ', '.join(
+                                '%s or %s' % kv for kv in sorted(
+                                    builtin_generations().items())))
     try:
         with open(name_or_path, encoding='utf-8') as f:
             return loads(f.read(), name_or_path)

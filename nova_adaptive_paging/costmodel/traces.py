@@ -18,6 +18,7 @@ Rows may have any length: the evaluator splits and merges them.
 
 import csv
 import dataclasses
+import difflib
 import io
 import math
 import os
@@ -199,4 +200,11 @@ def resolve(ref):
     if ref in shipped:
         return loads(shipped[ref].read_text(encoding='utf-8'),
                      'builtin:%s' % ref, ref)
+    if not os.path.exists(ref):
+        near = difflib.get_close_matches(str(ref), shipped, 1, 0.6)
+        raise TraceError(str(ref), None, None, 'no such file, and not a '
+                         'shipped trace (%s)%s' % (
+                             ', '.join(sorted(shipped)),
+                             '; did you mean %s?' % near[0] if near
+                             else ''))
     return load(ref)

@@ -158,3 +158,37 @@ def test_installed_console_script(args, code):
          'if e.name == "nova-paging"]; sys.argv[0] = "nova-paging"; '
          'ep.load()()'] + args, capture_output=True, text=True)
     assert proc.returncode == code, proc.stderr
+
+
+@pytest.mark.parametrize('args, said', [
+    (['simulate', '--trace', 'gcc'], "Missing option '--hardware'"),
+    (['simulate', '--bogus'], "No such option '--bogus'"),
+    (['no-such-command'], "No such command 'no-such-command'"),
+])
+def test_a_usage_error_is_one_error_line(args, said):
+    result = CliRunner().invoke(cli.main, args)
+    assert result.exit_code == 2
+    assert result.stderr.count('\n') == 1, result.stderr
+    assert result.stderr.startswith('error: ') and said in result.stderr
+    assert '--help' in result.stderr
+
+
+def test_a_misspelled_trace_lists_the_shipped_ones():
+    result = CliRunner().invoke(cli.main, ['simulate', '--hardware',
+                                           'nehalem', '--trace', 'gccc'])
+    assert result.exit_code == 2
+    assert 'mcf' in result.stderr and 'did you mean gcc?' in result.stderr
+    assert result.stderr.count('\n') == 1
+
+
+@pytest.mark.parametrize('name', ['nehalem', 'intel-nehalem'])
+def test_a_generation_has_one_key_and_its_short_alias(name):
+    # The generation key works for the cost model too, and the cost
+    # profile's short name works where a generation is asked.
+    result = CliRunner().invoke(cli.main, ['simulate', '--hardware', name,
+                                           '--trace', 'gcc'])
+    assert result.exit_code == 0, result.stderr
+    shown = CliRunner().invoke(cli.main, ['thresholds', 'show',
+                                          '--generation', name])
+    assert shown.stdout.startswith(
+        'generation:  intel-nehalem (profile for intel-nehalem)')

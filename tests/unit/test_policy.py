@@ -80,9 +80,22 @@ def test_companions_checked_against_the_host_default():
         parsed.resolve('hap')
 
 
-def test_unknown_paging_key_is_an_error():
-    with pytest.raises(policy.PolicyError, match='hw:paging_intervall'):
-        policy.from_extra_specs({'hw:paging_intervall': '5'})
+@pytest.mark.parametrize('key, near', [
+    ('hw:paging_intervall', 'hw:paging_interval'),
+    ('hw:pagin', 'hw:paging'),          # not under hw:paging at all
+    ('hw:pageing', 'hw:paging'),
+    ('hw:paging_profil', 'hw:paging_profile'),
+])
+def test_a_key_that_looks_like_ours_is_an_error_with_a_hint(key, near):
+    with pytest.raises(policy.PolicyError) as info:
+        policy.from_extra_specs({key: '5'})
+    assert key in str(info.value)
+    assert 'did you mean %s?' % near in str(info.value)
+
+
+def test_nova_s_own_keys_are_left_alone():
+    assert policy.from_extra_specs({'hw:mem_page_size': 'large',
+                                    'hw:pmu': 'true'}).paging is None
 
 
 def test_round_trip_to_extra_specs():
