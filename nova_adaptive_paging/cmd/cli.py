@@ -9,11 +9,9 @@ from nova_adaptive_paging.abi import conformance
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.cmd import calibration
 from nova_adaptive_paging.cmd import common
-from nova_adaptive_paging.cmd import demo
 from nova_adaptive_paging.cmd import flavor
 from nova_adaptive_paging.cmd import host
 from nova_adaptive_paging.cmd import profile
-from nova_adaptive_paging.cmd import sim_host
 from nova_adaptive_paging.cmd import simulate
 from nova_adaptive_paging.cmd import switch_cost
 from nova_adaptive_paging.cmd import telemetry
@@ -30,7 +28,10 @@ _fail = common.fail
 
 
 @click.group(cls=common.Boundary,
-             context_settings={'help_option_names': ['-h', '--help']})
+             context_settings={'help_option_names': ['-h', '--help']},
+             lazy={'demo': 'nova_adaptive_paging.cmd.demo:demo',
+                   'sim-host': 'nova_adaptive_paging.cmd.sim_host:sim_host',
+                   'sim-vm': 'nova_adaptive_paging.cmd.sim_host:sim_vm'})
 @click.option('--config-file', 'config_files', multiple=True,
               type=click.Path(dir_okay=False),
               help='oslo.config file(s) with an [adaptive_paging] section.')
@@ -192,12 +193,9 @@ main.add_command(flavor.flavor_group)
 main.add_command(host.host_group)
 main.add_command(simulate.simulate)
 main.add_command(simulate.calibrate)
-main.add_command(sim_host.sim_host)
-main.add_command(sim_host.sim_vm)
 main.add_command(telemetry.telemetry_group)
 main.add_command(profile.profile)
 main.add_command(calibration.calibration_group)
-main.add_command(demo.demo)
 
 if __name__ == '__main__':
     main()

@@ -1,6 +1,7 @@
 """What the ``nova-paging`` command modules share."""
 
 import contextlib
+import importlib
 import signal
 import sys
 
@@ -32,6 +33,23 @@ class Boundary(click.Group):
     exit status: a known error (:class:`exception.Error`) or an OSError
     names its input and exits 2; Ctrl-C exits 130.  A traceback is left
     only for a bug."""
+
+    def __init__(self, *args, lazy=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        # name -> 'module:attribute' of a command imported on first use:
+        # what the simulated host needs is never imported on a compute
+        # node that runs only the host commands.
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def get_command(self, ctx, name):
+        if name in self.lazy and name not in self.commands:
+            module, attr = self.lazy[name].split(':')
+            self.add_command(getattr(importlib.import_module(module),
+                                     attr), name)
+        return super().get_command(ctx, name)
 
     def main(self, *args, standalone_mode=True, **kwargs):
         """Click's own handling, but a usage error is one ``error:`` line

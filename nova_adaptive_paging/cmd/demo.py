@@ -3,17 +3,13 @@ Prometheus, and the profiler's thresholds per CPU generation."""
 
 import os
 import signal
+import sys
 import tempfile
-import time
 
 import click
 
 from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging.cmd import profile as profile_cmd
-from nova_adaptive_paging.simhost import demo as demolib
-from nova_adaptive_paging.telemetry import prometheus_api
-from nova_adaptive_paging.tuning import profiler
-from nova_adaptive_paging.tuning import report
 
 
 def _interrupt(signum, frame):
@@ -31,11 +27,15 @@ def _interrupt(signum, frame):
 @click.option('--workdir', type=click.Path(file_okay=False),
               help='Where everything goes (default: a new directory '
               'under the temporary directory).')
-@click.option('--keep-running', is_flag=True,
-              help='Leave the fleet and Prometheus up after the profile, '
-              'until Ctrl-C.')
+@click.option('--keep-running/--no-keep-running', default=None,
+              help='After the profile, keep the fleet, its Prometheus and '
+              'its /metrics up until Ctrl-C (default: when run from a '
+              'terminal).')
 def demo(minutes, speed, hosts_per_generation, workdir, keep_running):
     """Run a simulated fleet (MODELED) and profile it."""
+    from nova_adaptive_paging.simhost import demo as demolib
+    if keep_running is None:
+        keep_running = sys.stdin.isatty() and sys.stdout.isatty()
     workdir = workdir or tempfile.mkdtemp(prefix='nova-paging-demo-')
     os.makedirs(workdir, exist_ok=True)
     signal.signal(signal.SIGTERM, _interrupt)
@@ -60,34 +60,24 @@ def demo(minutes, speed, hosts_per_generation, workdir, keep_running):
                 bar.update(now - last[0])
                 last[0] = now
             run.run(seconds, progress)
-        window = '%dm' % (int(minutes) + 2)
-        client = prometheus_api.Client(run.url)
-        results = profiler.profile_fleet(client, window, time.time(),
-                                         run.url)
-        out = os.path.join(workdir, 'profiles')
-        page = report.write(out, results, window, run.url)
-        for r in results:
-            click.echo(profile_cmd.line(r, out))
-            if r.ok:
-                click.echo('  modeled gain of the new thresholds on the '
-                           'held-out traces: %+.2f %% of the better static '
-                           'mode\'s time' % (
-                               profiler.held_out_gain(r) * 100))
-        dashboards = os.path.join(workdir, 'dashboards')
-        try:
-            from nova_adaptive_paging.telemetry import generate
-            generate.write(dashboards)
-            where = os.path.join(dashboards, 'grafana')
-        except ImportError:
-            where = 'dashboards/grafana/ in the source tree'
-        click.echo('report: %s' % page)
+        results, page, dashboards = run.profile(minutes)
+        click.echo()
+        for text in profile_cmd.table(results, os.path.dirname(page)):
+            click.echo(text)
+        click.echo()
+        click.echo('Open:')
+        click.echo('  report: %s' % page)
+        click.echo('  dashboards: %s' % (
+            dashboards or 'dashboards/grafana/ in the source tree'))
+        if not keep_running:
+            click.echo('The fleet and its Prometheus stop now; run with '
+                       '--keep-running to keep them up until Ctrl-C.')
+            return
         click.echo('Prometheus UI: %s (rules and alerts loaded)' % run.url)
-        click.echo('dashboards: %s (import into Grafana with a Prometheus '
-                   'data source at %s)' % (where, run.url))
-        if keep_running:
-            click.echo('running; Ctrl-C stops everything')
-            while True:
-                time.sleep(3600)
+        click.echo('  Grafana: add a Prometheus data source at %s and '
+                   'import the dashboards' % run.url)
+        click.echo('running; Ctrl-C stops everything')
+        run.keep_running()
     except KeyboardInterrupt:
         click.echo('stopping', err=True)
     except demolib.DemoError as exc:

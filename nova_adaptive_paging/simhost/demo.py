@@ -13,6 +13,7 @@ ports, so two runs never collide; :meth:`Demo.stop` ends all of it.
 Every figure is modeled.
 """
 
+import math
 import os
 import time
 
@@ -22,8 +23,11 @@ from nova_adaptive_paging.agent import web
 from nova_adaptive_paging import exception
 from nova_adaptive_paging.simhost import fleet as simfleet
 from nova_adaptive_paging.simhost import prometheus as promserver
+from nova_adaptive_paging.telemetry import prometheus_api
 from nova_adaptive_paging.telemetry import queries as Q
 from nova_adaptive_paging.telemetry import rules
+from nova_adaptive_paging.tuning import profiler
+from nova_adaptive_paging.tuning import report
 
 
 class DemoError(exception.Error):
@@ -108,6 +112,32 @@ class Demo:
             time.sleep(max(0.0, start + steps * step - time.monotonic()))
         # The last scrape and rule evaluation.
         time.sleep(2 * self.scrape_s)
+
+    def keep_running(self, agent_interval_s=5):
+        """Go on until interrupted, so that Prometheus and the dashboards
+        keep receiving samples."""
+        self.run(math.inf, agent_interval_s=agent_interval_s)
+
+    # -- profile -----------------------------------------------------------
+    def profile(self, minutes):
+        """The profiler over this run's Prometheus: (results, the report's
+        path, where the generated dashboards are)."""
+        window = '%dm' % (int(minutes) + 2)
+        client = prometheus_api.Client(self.url)
+        # The profiles' provenance and the report name the source: a
+        # simulated fleet, not a real one.
+        source = '%s (nova-paging demo: a simulated fleet, MODELED)' % (
+            self.url)
+        results = profiler.profile_fleet(client, window, time.time(), source)
+        out = self._path('profiles')
+        page = report.write(out, results, window, source)
+        dashboards = self._path('dashboards')
+        try:
+            from nova_adaptive_paging.telemetry import generate
+        except ImportError:     # the [dashboards] extra is not installed
+            return results, page, None
+        generate.write(dashboards)
+        return results, page, os.path.join(dashboards, 'grafana')
 
     # -- stop --------------------------------------------------------------
     def stop(self):

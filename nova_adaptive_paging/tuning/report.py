@@ -14,9 +14,16 @@ import tempfile
 from nova_adaptive_paging.costmodel import plot
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.telemetry import metrics as M
+from nova_adaptive_paging.tuning import profiler
 from nova_adaptive_paging import vocabulary
 
 COLORS = {vocabulary.HAP: 'tab:blue', vocabulary.SHADOW: 'tab:orange'}
+# The paper's two signals, in the units of the metrics and thresholds.
+AXES = {
+    'tlb': 'FTLB: TLB misses per 1000 guest instructions',
+    'pf': 'FPF: guest page faults per 1000 instructions, x 10^7',
+}
+TICKS = 9           # points: readable at the page's width
 
 
 def _png(fig, pyplot):
@@ -38,11 +45,16 @@ def _histogram(pyplot, result, metric, prefix, unit):
         for bound, cum in rows:
             counts.append(max(cum - prev, 0.0))
             prev = cum
-        labels = ['<= %g' % b if b != float('inf') else '> last'
-                  for b, _ in rows]
+        finite = [b for b, _ in rows if b != float('inf')]
+        labels = ['<= %g' % b if b != float('inf') else
+                  '> %g' % (finite[-1] if finite else 0) for b, _ in rows]
         ax.bar([x + (i - 0.5) * width for x in range(len(counts))], counts,
                width, label='samples in %s' % mode, color=COLORS[mode])
     bounds = [b for b, _ in (hist.get(vocabulary.HAP) or [])]
+    # Four labelled lines: each at its own height, so that two thresholds
+    # in one bucket never print over each other.
+    heights = iter((0.97, 0.74, 0.51, 0.28))
+    top = ax.get_ylim()[1]
     for profile, style, name in ((result.active, ':', 'active'),
                                  (result.profile, '-', 'recommended')):
         for edge in ('upper', 'lower'):
@@ -51,15 +63,18 @@ def _histogram(pyplot, result, metric, prefix, unit):
             x = _position(bounds, float(value))
             ax.axvline(x, linestyle=style, color='black' if name ==
                        'recommended' else 'grey', linewidth=1.2)
-            ax.text(x, ax.get_ylim()[1] * 0.95, ' %s %s %s' % (
-                name, edge, value), rotation=90, va='top', fontsize=7)
+            ax.text(x, top * next(heights), ' %s %s %s' % (
+                name, edge, value), va='top', fontsize=TICKS - 1,
+                bbox={'facecolor': 'white', 'alpha': 0.7, 'linewidth': 0})
     if labels:
         ax.set_xticks(range(len(labels)))
-        ax.set_xticklabels(labels, rotation=30, fontsize=7)
-    ax.set_ylabel('samples')
+        ax.set_xticklabels(labels, rotation=30, fontsize=TICKS)
+    ax.tick_params(axis='y', labelsize=TICKS)
+    ax.set_xlabel('%s (bucket)' % AXES[prefix], fontsize=TICKS)
+    ax.set_ylabel('samples', fontsize=TICKS)
     ax.set_title('%s: sampled %s per mode' % (result.generation, unit),
-                 fontsize=9)
-    ax.legend(fontsize=7)
+                 fontsize=TICKS + 1)
+    ax.legend(fontsize=TICKS - 1)
     fig.tight_layout()
     return _png(fig, pyplot)
 
@@ -88,11 +103,14 @@ def _replay(pyplot, result):
            color='tab:green')
     ax.axhline(0, color='black', linewidth=0.8)
     ax.set_xticks(list(xs))
-    ax.set_xticklabels(names, rotation=30, fontsize=7, ha='right')
-    ax.set_ylabel('% over better static mode')
+    ax.set_xticklabels(names, rotation=30, fontsize=TICKS, ha='right')
+    ax.tick_params(axis='y', labelsize=TICKS)
+    ax.set_xlabel('held-out trace', fontsize=TICKS)
+    ax.set_ylabel('regret: % slower than the\nbetter static mode '
+                  '(lower is better)', fontsize=TICKS)
     ax.set_title('%s: adaptive on held-out traces (MODELED, estimated '
-                 'costs)' % result.generation, fontsize=9)
-    ax.legend(fontsize=7)
+                 'costs)' % result.generation, fontsize=TICKS + 1)
+    ax.legend(fontsize=TICKS - 1)
     fig.tight_layout()
     return _png(fig, pyplot)
 
@@ -106,6 +124,46 @@ _MARK_PLOTS = (
     'if(!ok){var p=document.createElement("p");'
     'p.textContent="plot "+i.getAttribute("src")+" failed to load";'
     'i.after(p);}});});</script>')
+
+
+def _base_name(base, generation):
+    """The shipped cost model the estimate started from, and whether it
+    is this generation's own or the fallback."""
+    if base.generation == generation:
+        return '%s (this generation\'s)' % base.name
+    return ('%s, a fallback: none is shipped for %s (%s\'s costs)'
+            % (base.name, generation, base.generation))
+
+
+def _summary(results):
+    """What an operator reads first: per generation, what to push, what
+    it gains and how sure the estimate is."""
+    e = html.escape
+    rows = ['<h2>Summary</h2><table><tr><th>generation</th><th>push?</th>'
+            '<th>modeled gain</th><th>worst regret, active -&gt; '
+            'recommended</th><th>how sure</th></tr>']
+    for r in results:
+        g = r.telemetry
+        sure = '%d hosts, %d guests, %d samples' % (g.hosts, g.guests,
+                                                    g.samples)
+        if not r.ok:
+            rows.append('<tr><td>%s</td><td>no: too little data</td>'
+                        '<td>-</td><td>-</td><td>%s</td></tr>'
+                        % (e(r.generation), e(sure)))
+            continue
+        gain = profiler.held_out_gain(r)
+        better = r.new_summary.worst_regret <= r.active_summary.worst_regret
+        rows.append(
+            '<tr><td>%s</td><td>%s</td><td>%s</td><td>%+.2f %% -&gt; '
+            '%+.2f %%</td><td>%s</td></tr>' % (
+                e(r.generation),
+                'yes: %s.yaml' % e(r.generation) if better else
+                'no: worse on its worst trace',
+                '%+.2f %%' % (gain * 100),
+                r.active_summary.worst_regret * 100,
+                r.new_summary.worst_regret * 100, e(sure)))
+    rows.append('</table>')
+    return rows
 
 
 def _thresholds_row(profile):
@@ -124,6 +182,14 @@ def render(results, window, url):
             '<p>From %s over the last %s. Costs are estimated from the '
             'kernel\'s overhead counters; every replay is <b>modeled</b> '
             '(cost model, held-out traces).</p>' % (e(url), e(window))]
+    body += _summary(results)
+    body.append('<h2>Terms</h2><p><b>FTLB</b>: %s. <b>FPF</b>: %s (the seed '
+                'paper\'s two signals; P-to-T is FPF over FTLB). '
+                '<b>Regret</b>: how much slower adaptive paging is than the '
+                'better of the two static modes on a trace (0 %% or less: '
+                'never worse). <b>Gain</b>: how much less regret the '
+                'recommended thresholds have than the active ones.</p>'
+                % (e(AXES['tlb']), e(AXES['pf'])))
     for r in results:
         g = r.telemetry
         body.append('<h2>%s</h2>' % e(r.generation))
@@ -136,14 +202,14 @@ def render(results, window, url):
         c, base = r.costs, r.base
         body.append(
             '<table><tr><th>per event</th><th>estimated</th><th>shipped '
-            'model (%s)</th></tr>'
+            'model: %s</th></tr>'
             '<tr><td>page fault, shadow over hap</td><td>%.4g us</td>'
             '<td>%.4g us</td></tr>'
             '<tr><td>TLB miss, hap over shadow</td><td>%.4g ns</td>'
             '<td>%.4g ns</td></tr>'
             '<tr><td>switch (mean)</td><td>%.4g us</td><td>-</td></tr>'
             '</table>' % (
-                e(base.name), c.fault_s * 1e6,
+                e(_base_name(base, r.generation)), c.fault_s * 1e6,
                 (base.cost_s(vocabulary.SHADOW, 'page_fault')
                  - base.cost_s(vocabulary.HAP, 'page_fault')) * 1e6,
                 c.miss_s * 1e9,

@@ -192,3 +192,16 @@ def test_a_generation_has_one_key_and_its_short_alias(name):
                                           '--generation', name])
     assert shown.stdout.startswith(
         'generation:  intel-nehalem (profile for intel-nehalem)')
+
+
+def test_a_compute_node_never_imports_the_simulated_host():
+    # The CLI loads sim-host, sim-vm and demo on first use only.
+    code = ('import sys; from nova_adaptive_paging.cmd import cli; '
+            'from click.testing import CliRunner; '
+            'CliRunner().invoke(cli.main, ["host", "--help"]); '
+            'print(sorted(m for m in sys.modules '
+            'if m.startswith("nova_adaptive_paging.simhost")))')
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.strip() == '[]', done.stdout
+    assert CliRunner().invoke(cli.main, ['sim-vm', '--help']).exit_code == 0
