@@ -72,6 +72,20 @@ def cpu_trait(generation):
     return TRAIT_CPU_PREFIX + re.sub(r'[^A-Z0-9]', '_', generation.upper())
 
 
+# -- events: what a guest does that costs differently per mode ------------
+# The cost model's per-event costs, the calibration, the profiler, the
+# agent's advisory model and the ``event`` label of the sampled-events
+# metric all use these names.
+EVENT_INSTRUCTION = 'instruction'      # counted, costs nothing extra
+EVENT_TLB_MISS = 'tlb_miss'
+EVENT_PAGE_FAULT = 'page_fault'
+EVENT_CR3_WRITE = 'cr3_write'
+# Events with a cost per mode (hardware cost profiles' event_cost_ns).
+COST_EVENTS = (EVENT_TLB_MISS, EVENT_PAGE_FAULT, EVENT_CR3_WRITE)
+# Events a sample counts (paging_stats), in the DSP's order.
+SAMPLED_EVENTS = (EVENT_INSTRUCTION, EVENT_TLB_MISS, EVENT_PAGE_FAULT)
+
+
 # -- aggregate metadata ----------------------------------------------------
 # Withholds policies from an aggregate's hosts (comma-separated subset of
 # POLICIES).

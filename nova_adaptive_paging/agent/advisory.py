@@ -47,8 +47,8 @@ class Advisor:
             d_insns, d_tlb, d_faults)))
         self.samples += 1
         if ran_in == SHADOW and d_faults is not None:
-            for event, count in (('tlb_miss', d_tlb),
-                                 ('page_fault', d_faults)):
+            for event, count in ((vocabulary.EVENT_TLB_MISS, d_tlb),
+                                 (vocabulary.EVENT_PAGE_FAULT, d_faults)):
                 self.gain_s += count * (self.hw.cost_s(HAP, event)
                                         - self.hw.cost_s(SHADOW, event))
         if target != ran_in:

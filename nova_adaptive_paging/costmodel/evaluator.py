@@ -29,7 +29,7 @@ from nova_adaptive_paging import vocabulary
 
 HAP, SHADOW = int(dsp.Mode.HAP), int(dsp.Mode.SHADOW)
 MODE_NAMES = vocabulary.MODES
-EVENTS = ('tlb_miss', 'page_fault', 'cr3_write')
+EVENTS = vocabulary.COST_EVENTS
 # The policies a trace is replayed under; the oracle is the evaluator's
 # own (per-interval best mode, free switches): no guest can ask for it.
 ORACLE = 'oracle'

@@ -34,7 +34,7 @@ from nova_adaptive_paging import vocabulary
 
 FORMAT_VERSION = 1
 MODES = vocabulary.MODES
-EVENTS = ('tlb_miss', 'page_fault', 'cr3_write')
+EVENTS = vocabulary.COST_EVENTS
 SWITCHES = ('to_hap', 'to_shadow', 'to_shadow_per_mib')
 CALIBRATION = ('reference_ips', 'reference_working_set_mib', 'clock_hz')
 # A clock for profiles that name none: only the simulated host's cycle

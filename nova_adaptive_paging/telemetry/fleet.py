@@ -91,9 +91,9 @@ def read(client, window, at):
             setattr(gen(key), attr, n)
     for attr, overhead, mode, event in (
             ('fault_cost_spread', M.SHADOW_MAINTENANCE_SECONDS,
-             vocabulary.SHADOW, 'page_faults'),
+             vocabulary.SHADOW, vocabulary.EVENT_PAGE_FAULT),
             ('miss_cost_spread', M.HAP_WALK_SECONDS, vocabulary.HAP,
-             'tlb_misses')):
+             vocabulary.EVENT_TLB_MISS)):
         for (key,), cv in _cost_spread(client, overhead, M.SAMPLED_EVENTS,
                                        window, at, mode=mode,
                                        event=event).items():

@@ -35,7 +35,7 @@ GUEST_LABELS = (GUEST_LABEL,)
 HOST_LABEL = 'instance'
 NS = 1e-9
 # The events the agent counts from the guests' samples.
-EVENTS = ('instructions', 'tlb_misses', 'page_faults')
+EVENTS = vocabulary.SAMPLED_EVENTS
 
 
 @dataclasses.dataclass(frozen=True)

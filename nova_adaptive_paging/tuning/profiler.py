@@ -77,8 +77,8 @@ class Result:
 def estimate(g):
     """:class:`Costs` from one generation's telemetry, or a reason why
     there is too little data (str)."""
-    faults = g.events[vocabulary.SHADOW]['page_faults']
-    misses = g.events[vocabulary.HAP]['tlb_misses']
+    faults = g.events[vocabulary.SHADOW][vocabulary.EVENT_PAGE_FAULT]
+    misses = g.events[vocabulary.HAP][vocabulary.EVENT_TLB_MISS]
     lacking = []
     if g.samples < MIN_SAMPLES:
         lacking.append('%d samples (needs %d)' % (g.samples, MIN_SAMPLES))
@@ -104,11 +104,11 @@ def estimate(g):
 def cost_profile(base, costs, generation):
     """``base`` with the estimated costs in place (see the module doc)."""
     hap, shadow = vocabulary.HAP, vocabulary.SHADOW
+    miss, fault = vocabulary.EVENT_TLB_MISS, vocabulary.EVENT_PAGE_FAULT
     events = {m: dict(base.event_cost_ns[m]) for m in vocabulary.MODES}
-    events[hap]['tlb_miss'] = (base.event_cost_ns[shadow]['tlb_miss']
-                               + costs.miss_s * 1e9)
-    events[shadow]['page_fault'] = (base.event_cost_ns[hap]['page_fault']
-                                    + costs.fault_s * 1e9)
+    events[hap][miss] = base.event_cost_ns[shadow][miss] + costs.miss_s * 1e9
+    events[shadow][fault] = (base.event_cost_ns[hap][fault]
+                             + costs.fault_s * 1e9)
     ws = base.reference_working_set_mib
     base_mean = (base.switch_s(shadow, ws) + base.switch_s(hap, ws)) / 2
     scale = costs.switch_s / base_mean if base_mean > 0 else 1.0

@@ -45,14 +45,15 @@ def profiles(count=DEFAULT_COUNT, seed=DEFAULT_SEED):
             low = min(low * FIVE_LEVEL_WALK, high)
         else:
             high = max(high / FIVE_LEVEL_WALK, low)
+        miss, fault, cr3 = (vocabulary.EVENT_TLB_MISS,
+                            vocabulary.EVENT_PAGE_FAULT,
+                            vocabulary.EVENT_CR3_WRITE)
         costs = {
-            vocabulary.HAP: {
-                'tlb_miss': _log_uniform(rng, low, high),
-                'page_fault': 0.0, 'cr3_write': 0.0},
+            vocabulary.HAP: {miss: _log_uniform(rng, low, high),
+                             fault: 0.0, cr3: 0.0},
             vocabulary.SHADOW: {
-                'tlb_miss': 0.0,
-                'page_fault': _log_uniform(rng, *PAGE_FAULT_SHADOW),
-                'cr3_write': _log_uniform(rng, *CR3_WRITE_SHADOW)},
+                miss: 0.0, fault: _log_uniform(rng, *PAGE_FAULT_SHADOW),
+                cr3: _log_uniform(rng, *CR3_WRITE_SHADOW)},
         }
         switch = {'to_hap': _log_uniform(rng, *TO_HAP),
                   'to_shadow': _log_uniform(rng, *TO_SHADOW),

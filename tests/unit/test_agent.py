@@ -335,7 +335,7 @@ def test_samples_without_data_stay_out_of_the_histograms(sim):
         assert sum(hist.counts['hap']) == 0
         assert sum(hist.counts['shadow']) == s['samples'] - 1
     # Their events still add up: the TLB misses of p's hap intervals.
-    assert agent.events.counts['hap']['tlb_misses'] > 0
+    assert agent.events.counts['hap']['tlb_miss'] > 0
 
 
 def test_only_adaptive_guests_are_counted_unless_the_host_profiles(sim):
@@ -353,8 +353,8 @@ def test_only_adaptive_guests_are_counted_unless_the_host_profiles(sim):
     for _ in range(30):
         run(sim, 1)
         agent.sample()
-    assert agent.events.counts['hap']['tlb_misses'] == 0
-    assert agent.events.counts['shadow']['tlb_misses'] == 0
+    assert agent.events.counts['hap']['tlb_miss'] == 0
+    assert agent.events.counts['shadow']['tlb_miss'] == 0
     assert sum(agent.ftlb.counts['hap']) == sum(agent.ftlb.counts[
         'shadow']) == 0
 
@@ -366,8 +366,8 @@ def test_only_adaptive_guests_are_counted_unless_the_host_profiles(sim):
     for _ in range(30):
         run(sim, 1)
         agent.sample()
-    assert agent.events.counts['hap']['tlb_misses'] > 0
-    assert agent.events.counts['shadow']['tlb_misses'] > 0
+    assert agent.events.counts['hap']['tlb_miss'] > 0
+    assert agent.events.counts['shadow']['tlb_miss'] > 0
 
     agent.conf.set_override('count_all_guests', False, 'adaptive_paging')
     agent.reconcile()
@@ -995,8 +995,8 @@ def test_overhead_counters_over_sampled_events_give_the_per_event_costs(
                    if s.name == metric.name
                    and all(s.labels.get(k) == v for k, v in labels.items()))
     faults = total(metrics.SAMPLED_EVENTS, mode='shadow',
-                   event='page_faults')
-    misses = total(metrics.SAMPLED_EVENTS, mode='hap', event='tlb_misses')
+                   event='page_fault')
+    misses = total(metrics.SAMPLED_EVENTS, mode='hap', event='tlb_miss')
     assert faults > 1000 and misses > 1000
     per_fault = total(metrics.SHADOW_MAINTENANCE_SECONDS) / faults
     per_miss = total(metrics.HAP_WALK_SECONDS) / misses

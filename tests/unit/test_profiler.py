@@ -9,8 +9,8 @@ def _rich(key):
     g = fleet.Generation(key, hosts=1, guests=2, samples=1000,
                          shadow_maint_s=1.0, hap_walk_s=0.01,
                          switching_s=0.1, switches=100)
-    g.events['shadow']['page_faults'] = 1e5       # 10 us a fault
-    g.events['hap']['tlb_misses'] = 2e6           # 5 ns a miss
+    g.events['shadow']['page_fault'] = 1e5       # 10 us a fault
+    g.events['hap']['tlb_miss'] = 2e6            # 5 ns a miss
     return g
 
 
