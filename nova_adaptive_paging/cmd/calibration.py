@@ -14,8 +14,6 @@ from nova_adaptive_paging import fileutil
 from nova_adaptive_paging import host as hostiface
 from nova_adaptive_paging.host import calibration
 from nova_adaptive_paging.host import transport as host_transport
-from nova_adaptive_paging.host import switch_cost as measurement
-from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.tuning import fit as fitlib
 
 
@@ -25,13 +23,7 @@ def calibration_group():
 
 
 @calibration_group.command('measure')
-@click.option('--root', default='/', show_default=True,
-              type=click.Path(file_okay=False),
-              help='Root of the interface\'s files.')
-@click.option('--vm', metavar='PID-FD', help='The calibration VM: QEMU\'s '
-              'pid and its VM descriptor (the debugfs directory name).')
-@click.option('--domain', metavar='NAME', help='The calibration guest\'s '
-              'libvirt domain.')
+@common.vm_options('The calibration VM')
 @click.option('--bin-dir', required=True, metavar='DIR',
               help='Where nap-tlb-chase and nap-fault-churn are, as the '
               'command prefix sees it (in the guest).')
@@ -51,22 +43,16 @@ def measure(root, vm, domain, bin_dir, prefix, tlb_args, fault_args,
             repeats, host_name, out):
     """Run both benchmarks with the VM in hap, in shadow and with a
     round trip; the VM is put back as it was."""
-    if bool(vm) == bool(domain):
-        common.fail('give exactly one of --vm and --domain')
     fileutil.check_writable(out)
     transport = host_transport.for_root(root)
+    vm = common.resolve_vm(root, transport, vm, domain)
     with common.sigterm_as_interrupt():
         try:
-            if domain:
-                vm = vmfiles.vm_for_domain(root, transport, domain)
             doc = calibration.measure(
                 transport, vm, bin_dir, prefix, repeats,
                 {calibration.TLB: tlb_args, calibration.FAULT: fault_args},
                 root=root, host=host_name,
                 echo=lambda line: click.echo(line, err=True))
-        except (vmfiles.Refused, measurement.MeasurementError,
-                calibration.BenchmarkError) as exc:
-            common.fail(str(exc))
         except KeyboardInterrupt:
             common.fail('interrupted; the VM\'s policy was restored')
     doc['modeled'] = doc['modeled'] or hostiface.simulated(root)
@@ -92,10 +78,7 @@ def fit(results, out):
         except ValueError as exc:
             common.fail('%s: not JSON (%s); expected the file "nova-paging '
                         'calibration measure" writes' % (path, exc))
-    try:
-        fitted = fitlib.fit(documents)
-    except fitlib.FitError as exc:
-        common.fail(str(exc))
+    fitted = fitlib.fit(documents)
     os.makedirs(out, exist_ok=True)
     for gen, (profile, hosts, costs) in fitted.items():
         path = os.path.join(out, '%s.yaml' % gen)

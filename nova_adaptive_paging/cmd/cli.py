@@ -67,12 +67,9 @@ def policy_check(specs, default_policy):
         if not sep:
             _fail('%r is not KEY=VALUE' % item)
         extra_specs[key] = value
-    try:
-        parsed = policy.from_extra_specs(extra_specs)
-        resolved = parsed.resolve(default_policy
-                                  or CONF.adaptive_paging.default_policy)
-    except policy.PolicyError as exc:
-        _fail(str(exc))
+    parsed = policy.from_extra_specs(extra_specs)
+    resolved = parsed.resolve(default_policy
+                              or CONF.adaptive_paging.default_policy)
     source = 'flavor' if parsed.paging is not None else 'host default'
     click.echo('hw:paging=%s (%s)' % (resolved.paging, source))
     if resolved.interval_s is not None:
@@ -96,10 +93,7 @@ def thresholds_group():
 def thresholds_show(generation, path, as_json):
     """Show the threshold profile a generation gets, with its provenance."""
     if path:
-        try:
-            profile = profiles.load(path)
-        except profiles.ProfileError as exc:
-            _fail(str(exc))
+        profile = profiles.load(path)
         generation = profile.generation
         note = 'file %s' % path
     else:
@@ -140,10 +134,7 @@ def thresholds_show(generation, path, as_json):
 def thresholds_check(paths):
     """Validate threshold profile files."""
     for path in paths:
-        try:
-            profile = profiles.load(path)
-        except profiles.ProfileError as exc:
-            _fail(str(exc))
+        profile = profiles.load(path)
         click.echo('%s: ok (%s)' % (path, profile.generation))
 
 

@@ -10,6 +10,7 @@ import click
 from nova_adaptive_paging import conf
 from nova_adaptive_paging import cpu
 from nova_adaptive_paging import exception
+from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging import profiles
 
 CONF = conf.CONF
@@ -81,6 +82,32 @@ class Boundary(click.Group):
         except KeyboardInterrupt:
             click.echo('error: interrupted', err=True)
             sys.exit(130)
+
+
+def vm_options(what):
+    """``--root``, ``--vm`` and ``--domain``: the VM a command works on,
+    given one way or the other (:func:`resolve_vm`)."""
+    def wrap(command):
+        for option in reversed((
+                click.option('--root', default='/', show_default=True,
+                             type=click.Path(file_okay=False),
+                             help='Root of the interface\'s files.'),
+                click.option('--vm', metavar='PID-FD', help='%s: QEMU\'s '
+                             'pid and its VM descriptor (the debugfs '
+                             'directory name).' % what),
+                click.option('--domain', metavar='NAME', help='%s: its '
+                             'libvirt domain (its QEMU pid file gives the '
+                             'VM).' % what))):
+            command = option(command)
+        return command
+    return wrap
+
+
+def resolve_vm(root, transport, vm, domain):
+    """The VM directory of ``--vm`` or of ``--domain``, exactly one."""
+    if bool(vm) == bool(domain):
+        fail('give exactly one of --vm and --domain')
+    return vm or vmfiles.vm_for_domain(root, transport, domain)
 
 
 def profile_set():

@@ -38,8 +38,6 @@ def _apply(ctx, flavor, paging_policy):
         conn = openstack.connect(cloud=ctx.obj['cloud'])
         found, written, removed = flavors.set_policy(conn.compute, flavor,
                                                      paging_policy)
-    except policy.PolicyError as exc:
-        common.fail(str(exc))
     except (sdk_exceptions.SDKException,
             ks_exceptions.ClientException) as exc:
         common.fail('flavor %s: %s' % (flavor, _first_line(exc)))
@@ -69,10 +67,7 @@ def flavor_set(ctx, flavor, paging, interval, profile):
         specs[vocabulary.KEY_INTERVAL] = str(interval)
     if profile is not None:
         specs[vocabulary.KEY_PROFILE] = profile
-    try:
-        wanted = policy.from_extra_specs(specs)
-    except policy.PolicyError as exc:
-        common.fail(str(exc))
+    wanted = policy.from_extra_specs(specs)
     _apply(ctx, flavor, wanted)
 
 

@@ -9,20 +9,16 @@ a spool directory, ``<root>/.sim/control``.
 """
 
 import itertools
-import os
-import signal
 import sys
-import threading
 
 import click
 
-from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging.cmd import simulate as simcmd
 from nova_adaptive_paging import costmodel
+from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.costmodel import traces
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.simhost import control
-from nova_adaptive_paging.simhost import fusefs
 from nova_adaptive_paging.simhost import host as simhost
 from nova_adaptive_paging import vocabulary
 
@@ -55,73 +51,28 @@ from nova_adaptive_paging import vocabulary
 def sim_host(root, hw_name, thresholds, vms, trace_refs, pagings, speed,
              duration, no_fuse):
     """Run a simulated KVM host under ROOT (modeled)."""
-    hw = simcmd._hardware(hw_name)
-    try:
-        profile = (profiles.load(thresholds) if thresholds
-                   else profiles.builtin())
-        refs = list(trace_refs) or [p.name[:-4]
-                                    for p in traces.builtin_paths()]
-        loaded = [traces.resolve(r) for r in refs]
-    except (profiles.ProfileError, traces.TraceError) as exc:
-        common.fail(str(exc))
-    os.makedirs(os.path.join(root, control.CONTROL_DIR), exist_ok=True)
-    mountpoint = os.path.join(root, fusefs.MOUNT_DIR)
-    os.makedirs(mountpoint, exist_ok=True)
+    hw = hardware.resolve(hw_name)
+    profile = (profiles.load(thresholds) if thresholds
+               else profiles.builtin())
+    refs = list(trace_refs) or [p.name[:-4]
+                                for p in traces.builtin_paths()]
+    loaded = [traces.resolve(r) for r in refs]
     host = simhost.SimHost(root, hw, profile, speed)
-    host.write_layout()
     cycle = zip(range(vms), itertools.cycle(loaded),
                 itertools.cycle(pagings or [vocabulary.ADAPTIVE]))
-    for i, trace, paging in cycle:
-        extra = {} if paging == 'none' else {'hw:paging': paging}
-        host.start_vm(simhost.VmSpec('instance-%08x' % (i + 1), trace,
-                                     extra))
+    specs = [simhost.VmSpec('instance-%08x' % (i + 1), trace,
+                            {} if paging == 'none' else
+                            {'hw:paging': paging})
+             for i, trace, paging in cycle]
     click.echo('%s; simulated host under %s, libvirt URI %s, %d VM(s)'
                % (costmodel.MODELED_NOTE, host.root, host.libvirt_uri, vms),
                err=True)
-    stop = threading.Event()
-    mounted = threading.Event()
-
-    def loop():
-        while not no_fuse and not mounted.is_set() and not stop.is_set():
-            if os.path.ismount(mountpoint):
-                mounted.set()
-            else:
-                stop.wait(0.05)
-        control.run_loop(host, stop, duration)
-        if not no_fuse:
-            os.kill(os.getpid(), signal.SIGTERM)   # ends the FUSE loop
-    ticker = threading.Thread(target=loop, daemon=True)
-    ticker.start()
-    if no_fuse:
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        try:
-            while ticker.is_alive():
-                ticker.join(0.5)
-        except KeyboardInterrupt:
-            stop.set()
-        return
-    try:
-        fusefs.serve(host, mountpoint)
-    except Exception as exc:  # libfuse reports failures without a type
-        # libfuse also returns non-zero when a signal ends a served mount.
-        if not mounted.is_set():
-            stop.set()
-            common.fail('cannot serve %s with FUSE: %s'
-                        % (mountpoint, exc))
-    stop.set()
-    ticker.join(5)
+    control.serve(host, specs, duration, fuse=not no_fuse)
 
 
 @click.group('sim-vm')
 def sim_vm():
     """Start, stop or migrate away VMs of a running sim-host."""
-
-
-def _request(root, request, timeout):
-    try:
-        control.request(root, request, timeout)
-    except control.ControlError as exc:
-        common.fail(str(exc))
 
 
 TIMEOUT = click.option('--timeout', default=10.0, show_default=True,
@@ -144,9 +95,9 @@ ROOT = click.option('--root', required=True,
 def sim_vm_start(root, timeout, name, trace_ref, extra, flavor, no_shadow):
     """Start domain NAME running a trace."""
     specs = dict(item.partition('=')[::2] for item in extra)
-    _request(root, {'op': 'start', 'name': name, 'trace': trace_ref,
-                    'extra_specs': specs, 'flavor': flavor,
-                    'can_shadow': not no_shadow}, timeout)
+    control.request(root, {'op': 'start', 'name': name, 'trace': trace_ref,
+                           'extra_specs': specs, 'flavor': flavor,
+                           'can_shadow': not no_shadow}, timeout)
 
 
 def _removal(op, doc):
@@ -155,7 +106,7 @@ def _removal(op, doc):
     @TIMEOUT
     @click.argument('name')
     def command(root, timeout, name):
-        _request(root, {'op': op, 'name': name}, timeout)
+        control.request(root, {'op': op, 'name': name}, timeout)
     return command
 
 

@@ -15,20 +15,6 @@ from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.costmodel import traces
 
 
-def _hardware(name):
-    try:
-        return hardware.resolve(name)
-    except hardware.HardwareError as exc:
-        common.fail(str(exc))
-
-
-def _traces(paths):
-    try:
-        return [traces.resolve(p) for p in paths]
-    except traces.TraceError as exc:
-        common.fail(str(exc))
-
-
 HARDWARE_HELP = ('Hardware cost profile: a shipped name (%s) or a file.'
                  % ', '.join(hardware.builtin_names()))
 
@@ -59,12 +45,9 @@ def simulate(trace_paths, more_traces, hw_name, thresholds, interval,
     trace_paths = trace_paths + more_traces
     if not trace_paths:
         common.fail('give at least one --trace FILE')
-    hw = _hardware(hw_name)
-    try:
-        profile = (profiles.load(thresholds) if thresholds
-                   else profiles.builtin())
-    except profiles.ProfileError as exc:
-        common.fail(str(exc))
+    hw = hardware.resolve(hw_name)
+    profile = (profiles.load(thresholds) if thresholds
+               else profiles.builtin())
     if plot:
         fileutil.check_writable(plot)
         try:
@@ -72,7 +55,7 @@ def simulate(trace_paths, more_traces, hw_name, thresholds, interval,
             plotting.backend()
         except ImportError:
             common.fail('--plot needs matplotlib (pip install matplotlib)')
-    loaded = _traces(trace_paths)
+    loaded = [traces.resolve(p) for p in trace_paths]
     results, timelines = [], []
     for trace in loaded:
         timeline = [] if plot else None
@@ -128,7 +111,7 @@ def simulate(trace_paths, more_traces, hw_name, thresholds, interval,
 def calibrate(hw_names, out, trace_paths, interval, generation, compare,
               threshold_paths):
     """Derive DSP thresholds from a hardware profile's costs (modeled)."""
-    hws = [_hardware(name) for name in hw_names]
+    hws = [hardware.resolve(name) for name in hw_names]
     if compare:
         return _compare(hws, trace_paths, interval, threshold_paths)
     if len(hws) != 1 or not out:
@@ -138,7 +121,7 @@ def calibrate(hw_names, out, trace_paths, interval, generation, compare,
         common.fail('--thresholds goes with --compare')
     hw = hws[0]
     fileutil.check_writable(out)       # before the search
-    loaded = (_traces(trace_paths) if trace_paths
+    loaded = ([traces.resolve(p) for p in trace_paths] if trace_paths
               else calibration.tuning_traces())
     try:
         profile, report = calibration.calibrate(hw, loaded, interval,
@@ -162,7 +145,7 @@ def calibrate(hw_names, out, trace_paths, interval, generation, compare,
 
 
 def _compare(hws, trace_paths, interval, threshold_paths):
-    tuning = (_traces(trace_paths) if trace_paths
+    tuning = ([traces.resolve(p) for p in trace_paths] if trace_paths
               else calibration.tuning_traces())
     sources = []
     for hw in hws:
@@ -175,10 +158,7 @@ def _compare(hws, trace_paths, interval, threshold_paths):
             choice.interval_s, profiles.Provenance('calibrated'))))
     sources.append(('paper Table 2', profiles.builtin()))
     for path in threshold_paths:
-        try:
-            sources.append((path, profiles.load(path)))
-        except profiles.ProfileError as exc:
-            common.fail(str(exc))
+        sources.append((path, profiles.load(path)))
     table = assess.cross_table(hws, sources, calibration.held_out_traces())
     click.echo(costmodel.MODELED_NOTE, err=True)
     click.echo('MODELED: thresholds (rows) on each hardware profile\'s costs '

@@ -9,17 +9,10 @@ from nova_adaptive_paging import costmodel
 from nova_adaptive_paging import host
 from nova_adaptive_paging.host import transport as host_transport
 from nova_adaptive_paging.host import switch_cost as measure
-from nova_adaptive_paging.host import vm as vmfiles
 
 
 @click.command('switch-cost')
-@click.option('--root', default='/', show_default=True,
-              type=click.Path(file_okay=False),
-              help='Root of the interface\'s files.')
-@click.option('--vm', metavar='PID-FD', help='The VM: QEMU\'s pid and its '
-              'VM descriptor (the debugfs directory name).')
-@click.option('--domain', metavar='NAME', help='libvirt domain; its QEMU '
-              'pid file gives the VM directory.')
+@common.vm_options('The VM')
 @click.option('--workload', required=True, metavar='COMMAND',
               help='Shell command on this host that blocks until the '
                    'guest workload has finished.')
@@ -48,14 +41,11 @@ def switch_cost(root, vm, domain, workload, repeats, period, at, runs):
             common.fail('--at: %s; expected fractions like 0.25,0.5' % at)
         if any(not 0 < f < 1 for f in fractions):
             common.fail('--at: %s; expected fractions in (0, 1)' % at)
-    if bool(vm) == bool(domain):
-        common.fail('give exactly one of --vm and --domain')
     transport = host_transport.for_root(root)
+    vm = common.resolve_vm(root, transport, vm, domain)
     is_modeled = host.simulated(root)
     with common.sigterm_as_interrupt():
         try:
-            if domain:
-                vm = vmfiles.vm_for_domain(root, transport, domain)
             cost = measure.SwitchCost(
                 transport, vm, workload, repeats, period, fractions, kinds,
                 echo=lambda line: click.echo(line, err=True))
@@ -64,8 +54,6 @@ def switch_cost(root, vm, domain, workload, repeats, period, at, runs):
             click.echo('switch cost of VM %s, workload %r (%s)'
                        % (vm, workload, note))
             results = cost.run()
-        except (vmfiles.Refused, measure.MeasurementError) as exc:
-            common.fail(str(exc))
         except KeyboardInterrupt:
             common.fail('interrupted; the VM\'s policy was restored')
     for line in measure.table(results):

@@ -7,12 +7,15 @@ the reason.  A test and demo fixture, like the rest of the package.
 
 import json
 import os
+import signal
+import threading
 import time
 
 from nova_adaptive_paging.costmodel import traces
 from nova_adaptive_paging import exception
 from nova_adaptive_paging import fileutil
 from nova_adaptive_paging import host as hostiface
+from nova_adaptive_paging.simhost import fusefs
 from nova_adaptive_paging.simhost import host as simhost
 
 
@@ -90,6 +93,51 @@ def run_loop(host, stop, duration):
             wait = min(wait, max(BATCH_S, (due - host.now_ns()) / 1e9
                                  / host.speed))
         stop.wait(wait)
+
+
+def serve(host, specs, duration=None, fuse=True):
+    """Lay ``host`` out, start ``specs`` and run it until SIGTERM, SIGINT
+    or ``duration`` real seconds, serving the interface's files with FUSE
+    unless ``fuse`` is false; raises ControlError if they cannot be
+    served."""
+    os.makedirs(os.path.join(host.root, CONTROL_DIR), exist_ok=True)
+    mountpoint = os.path.join(host.root, fusefs.MOUNT_DIR)
+    os.makedirs(mountpoint, exist_ok=True)
+    host.write_layout()
+    for spec in specs:
+        host.start_vm(spec)
+    stop = threading.Event()
+    mounted = threading.Event()
+
+    def loop():
+        while fuse and not mounted.is_set() and not stop.is_set():
+            if os.path.ismount(mountpoint):
+                mounted.set()
+            else:
+                stop.wait(0.05)
+        run_loop(host, stop, duration)
+        if fuse:
+            os.kill(os.getpid(), signal.SIGTERM)   # ends the FUSE loop
+    ticker = threading.Thread(target=loop, daemon=True)
+    ticker.start()
+    if not fuse:
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        try:
+            while ticker.is_alive():
+                ticker.join(0.5)
+        except KeyboardInterrupt:
+            stop.set()
+        return
+    try:
+        fusefs.serve(host, mountpoint)
+    except Exception as exc:  # libfuse reports failures without a type
+        # libfuse also returns non-zero when a signal ends a served mount.
+        if not mounted.is_set():
+            stop.set()
+            raise ControlError('cannot serve %s with FUSE: %s'
+                               % (mountpoint, exc))
+    stop.set()
+    ticker.join(5)
 
 
 def request(root, request, timeout):
