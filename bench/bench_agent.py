@@ -100,7 +100,7 @@ def _in_process(root, vms, runs):
             'instance-%08x' % (i + 1), shipped[i % len(shipped)],
             {'hw:paging': policies[i % len(policies)]}))
     agent = service.Agent(make_conf(root, sim.libvirt_uri), 'amd-zen3',
-                          transport=sim.model)
+                          transport=sim.model, clock=sim.now_s)
     t0 = time.process_time()
     agent.reconcile()
     first = time.process_time() - t0

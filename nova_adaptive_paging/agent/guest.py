@@ -41,15 +41,20 @@ class Instance:
     project: str = ''
     extra_specs: dict = None
     nova: bool = True
+    vcpus: int = 1
 
 
 def read_instance(domain, uuid, xml_text):
     """The :class:`Instance` of a domain from its XML; a domain without
     Nova metadata is an Instance with ``nova=False``."""
     root = ET.fromstring(xml_text)
+    try:
+        vcpus = max(int(root.findtext('vcpu') or 1), 1)
+    except ValueError:
+        vcpus = 1
     inst = root.find('metadata/%sinstance' % _N)
     if inst is None:
-        return Instance(uuid, domain, nova=False)
+        return Instance(uuid, domain, nova=False, vcpus=vcpus)
     flavor = inst.find(_N + 'flavor')
     project = inst.find('%sowner/%sproject' % (_N, _N))
     specs = None if flavor is None else flavor.find(_N + 'extraSpecs')
@@ -60,7 +65,8 @@ def read_instance(domain, uuid, xml_text):
         project='' if project is None else (project.text or '').strip(),
         extra_specs=None if specs is None else {
             e.get('name'): e.text or '' for e in specs.iter(_N + 'extraSpec')
-            if e.get('name')})
+            if e.get('name')},
+        vcpus=vcpus)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,3 +127,4 @@ class Guest:
     counters: object = None         # ... and its guest-only counters
     counters_ok: bool = None
     fault_stats: bool = None        # adaptive: its balloon counts faults
+    fault_feed: object = None       # ... bounded: faults.FaultFeed

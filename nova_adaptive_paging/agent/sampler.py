@@ -11,6 +11,7 @@ import bisect
 
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.agent import domains as domainslib
+from nova_adaptive_paging.agent import faults as faultslib
 from nova_adaptive_paging.agent import health
 from nova_adaptive_paging.host import perf
 from nova_adaptive_paging.host import vm as vmfiles
@@ -145,8 +146,11 @@ def _feed_faults(agent, g, vm):
                    'have no fault rate' % (g.domain, g.instance.uuid))
         return
     agent.ok(('faults', g.domain))
+    if g.fault_feed is None:
+        g.fault_feed = faultslib.FaultFeed(g.instance.vcpus)
+    fed = g.fault_feed.update(faults, agent.monotonic())
     try:
-        vm.write(spec.FILE_GUEST_FAULTS, str(faults),
-                 'the guest\'s cumulative page-fault count')
+        vm.write(spec.FILE_GUEST_FAULTS, str(fed),
+                 'the guest\'s cumulative page-fault count, bounded')
     except vmfiles.Refused as exc:
         agent.fail(health.APPLY, ('faults-write', g.domain), str(exc))

@@ -37,7 +37,7 @@ LOG = logging.getLogger(__name__)
 class Agent:
     def __init__(self, conf, generation, transport=None, domains=None,
                  lookup=None, publisher=None, read_only=False,
-                 counters=None):
+                 counters=None, clock=time.monotonic):
         ap = conf.adaptive_paging
         self.conf = conf
         self.root = ap.host_root
@@ -58,6 +58,9 @@ class Agent:
         # how a guest's counters are opened (from its QEMU pid).
         self.hw = costhw.for_generation(generation)
         self.counters = counters or host_transport.counters_for(self.root)
+        # Seconds, for the bound on guest-reported faults (a simulated
+        # host's agent runs on the host's modeled time).
+        self.monotonic = clock
         self.guests = {}                # domain name -> guest.Guest
         self.errors = collections.Counter({k: 0 for k in health.KINDS})
         self.last_good_reconcile = None

@@ -111,11 +111,12 @@ class Fleet:
                 agent_conf_for(root, sim.libvirt_uri, count_all=count_all),
                 generation,
                 transport=StockTransport(sim.model),
-                counters=lambda pid: TraceCounters(sim, pid))
+                counters=lambda pid: TraceCounters(sim, pid),
+                clock=sim.now_s)
         else:
             agent = service.Agent(
                 agent_conf_for(root, sim.libvirt_uri, count_all=count_all),
-                generation, transport=sim.model)
+                generation, transport=sim.model, clock=sim.now_s)
         registry = CollectorRegistry()
         registry.register(collector.Collector(agent))
         self.members.append(Member(name, sim, agent, registry))

@@ -238,6 +238,10 @@ class SimHost:
     def now_ns(self):
         return self._clock()
 
+    def now_s(self):
+        """Modeled seconds: the clock of an agent driving this host."""
+        return self.now_ns() / 1e9
+
     def _model_clock(self):
         if self._handled_at is not None:
             return self._handled_at

@@ -58,7 +58,8 @@ GUEST_METRICS = (M.GUEST_INFO, M.GUEST_MODE, M.SWITCHES, M.SWITCHES_REFUSED,
                  M.MODE_SECONDS, M.SWITCHING_SECONDS,
                  M.SHADOW_MAINTENANCE_SECONDS, M.HAP_WALK_SECONDS, M.SAMPLES,
                  M.LAST_FTLB, M.LAST_FPF, M.LAST_PT, M.LAST_RULE,
-                 M.GUEST_FAULT_STATS, M.GUEST_COUNTERS, M.ADVISED_MODE,
+                 M.GUEST_FAULT_STATS, M.GUEST_FAULTS_CLAMPED,
+                 M.GUEST_COUNTERS, M.ADVISED_MODE,
                  M.MODELED_GAIN_SECONDS)
 HOST_METRICS = (M.HOST_INFO, M.PROFILE_INFO, M.PROFILE_MISSING,
                 M.PROFILE_THRESHOLD, M.PROFILE_OBTAINED, M.CPU_HZ,
@@ -102,15 +103,16 @@ class Collector(registry.Collector):
         agent = self.agent
         with agent.lock:
             guests = [(g.domain, g.instance, g.decision, g.vm,
-                       g.fault_stats, g.counters_ok,
+                       (g.fault_stats, g.fault_feed and g.fault_feed.clamped),
+                       g.counters_ok,
                        (g.advisor.mode, g.advisor.gain_s)
                        if g.advisor is not None and g.counters_ok else None)
                       for g in agent.guests.values()]
         fams = {m.name: family(m) for m in GUEST_METRICS}
         hz = agent.cpu_hz
         policies = dict.fromkeys(vocabulary.POLICIES, 0)
-        for (domain, inst, decision, vm, fault_stats, counters_ok,
-             advice) in guests:
+        for (domain, inst, decision, vm, (fault_stats, clamped),
+             counters_ok, advice) in guests:
             uuid = inst.uuid
             policy = (decision.policy.paging.value if decision.policy
                       else '')
@@ -122,6 +124,8 @@ class Collector(registry.Collector):
             if fault_stats is not None:
                 fams[M.GUEST_FAULT_STATS.name].add_metric(
                     [uuid], float(fault_stats))
+                fams[M.GUEST_FAULTS_CLAMPED.name].add_metric(
+                    [uuid], float(clamped or 0))
             if counters_ok is not None:
                 fams[M.GUEST_COUNTERS.name].add_metric(
                     [uuid], float(counters_ok))

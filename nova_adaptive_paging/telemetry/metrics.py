@@ -110,6 +110,11 @@ LAST_RULE = _m('guest_last_rule', GAUGE, 'The rule of the DSP decision '
 GUEST_FAULT_STATS = _m('guest_fault_stats', GAUGE, '1 when the guest '
                        'reports its page faults (virtio-balloon '
                        'statistics), 0 when it does not.', GUEST_LABELS)
+GUEST_FAULTS_CLAMPED = _m('guest_fault_reports_clamped_total', COUNTER,
+                          'Reports of the guest\'s page-fault count that '
+                          'went backwards or rose faster than its vCPUs can '
+                          'fault, and so were bounded before the kernel saw '
+                          'them.', GUEST_LABELS)
 # Advisory hosts (stock KVM): what switching would have chosen and saved,
 # from the cost model.  Modeled, never measured: the names say so.
 ADVISED_MODE = _m('guest_modeled_mode', GAUGE, 'Paging mode adaptive '

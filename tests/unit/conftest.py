@@ -43,6 +43,7 @@ def make_agent(sim):
              **kw):
         conf = simfleet.agent_conf_for(sim.root, sim.libvirt_uri, default,
                                        count_all)
+        kw.setdefault('clock', sim.now_s)
         return service.Agent(conf, GENERATION,
                              transport=transport or sim.model, **kw)
     return make

@@ -494,7 +494,8 @@ def test_guest_churn_reaches_the_running_agent_by_lifecycle_events(tmp_path):
     conf = simfleet.agent_conf_for(sim.root, sim.libvirt_uri)
     conf.set_override('interval', 1, 'agent')
     conf.set_override('reconcile_interval', 3600, 'agent')
-    agent = service.Agent(conf, 'amd-zen3', transport=sim.model)
+    agent = service.Agent(conf, 'amd-zen3', transport=sim.model,
+                          clock=sim.now_s)
     trace = traces.builtin()['gcc']
     thread = threading.Thread(target=agent.run)
 
