@@ -26,12 +26,11 @@ EXTRA_SPEC_VALIDATORS = [
             'between hardware-assisted (EPT/NPT) and shadow paging at run '
             'time (needs the adaptive-paging KVM patch); ``hap`` and '
             '``shadow`` pin one mode. Unset: no requirement (the host '
-            'agent\'s default applies). Set it together with the trait '
-            'placement must select for (%s): ``nova-paging flavor set`` '
-            'writes both; without the trait the scheduler may find no '
-            'capable host. Some guests are refused by the host even so: '
-            'nested virtualization in the guest CPU model, memory '
-            'encryption.' % _PAIRS),
+            'agent\'s default applies). The scheduler asks placement for '
+            'the trait each mode needs (%s); ``nova-paging flavor set`` '
+            'also writes it into the flavor. Some guests are refused by '
+            'the host even so: nested virtualization in the guest CPU '
+            'model, memory encryption.' % _PAIRS),
         value={'type': str, 'enum': list(vocabulary.POLICIES)},
     ),
     base.ExtraSpecValidator(
