@@ -58,7 +58,9 @@ class Boundary(click.Group):
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
         try:
-            super().main(*args, standalone_mode=False, **kwargs)
+            # Not standalone, click returns ctx.exit()'s code instead of
+            # exiting with it.
+            code = super().main(*args, standalone_mode=False, **kwargs)
         except click.UsageError as exc:
             path = exc.ctx.command_path if exc.ctx else self.name
             fail('%s (see %s --help)' % (exc.format_message(), path))
@@ -70,7 +72,7 @@ class Boundary(click.Group):
             sys.exit(130)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
-        sys.exit(0)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx):
         try:
