@@ -26,7 +26,9 @@ HARDWARE_HELP = ('Hardware cost profile: a shipped name (%s) or a file.'
               '...); repeat for several.  Further trace files may follow as '
               'arguments, so that --trace traces/*.csv works.')
 @click.argument('more_traces', nargs=-1, type=click.Path(dir_okay=False))
-@click.option('--hardware', 'hw_name', required=True, help=HARDWARE_HELP)
+# Required, but checked after the traces: a misspelled trace is said at
+# once, not after --hardware has been added.
+@click.option('--hardware', 'hw_name', help=HARDWARE_HELP + '  Required.')
 @click.option('--thresholds', type=click.Path(dir_okay=False),
               help='Threshold profile file (default: the built-in '
                    'profile).')
@@ -45,6 +47,10 @@ def simulate(trace_paths, more_traces, hw_name, thresholds, interval,
     trace_paths = trace_paths + more_traces
     if not trace_paths:
         common.fail('give at least one --trace FILE')
+    loaded = [traces.resolve(p) for p in trace_paths]
+    if not hw_name:
+        common.fail('--hardware: missing; expected a shipped profile (%s) '
+                    'or a file' % ', '.join(hardware.builtin_generations()))
     hw = hardware.resolve(hw_name)
     profile = (profiles.load(thresholds) if thresholds
                else profiles.builtin())
@@ -55,7 +61,6 @@ def simulate(trace_paths, more_traces, hw_name, thresholds, interval,
             plotting.backend()
         except ImportError:
             common.fail('--plot needs matplotlib (pip install matplotlib)')
-    loaded = [traces.resolve(p) for p in trace_paths]
     results, timelines = [], []
     for trace in loaded:
         timeline = [] if plot else None

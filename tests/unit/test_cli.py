@@ -161,7 +161,6 @@ def test_installed_console_script(args, code):
 
 
 @pytest.mark.parametrize('args, said', [
-    (['simulate', '--trace', 'gcc'], "Missing option '--hardware'"),
     (['simulate', '--bogus'], "No such option '--bogus'"),
     (['no-such-command'], "No such command 'no-such-command'"),
 ])
@@ -173,12 +172,21 @@ def test_a_usage_error_is_one_error_line(args, said):
     assert '--help' in result.stderr
 
 
-def test_a_misspelled_trace_lists_the_shipped_ones():
-    result = CliRunner().invoke(cli.main, ['simulate', '--hardware',
-                                           'nehalem', '--trace', 'gccc'])
+@pytest.mark.parametrize('hardware', [['--hardware', 'nehalem'], []])
+def test_a_misspelled_trace_lists_the_shipped_ones(hardware):
+    # ... with or without --hardware: the trace is said first.
+    result = CliRunner().invoke(cli.main, ['simulate', '--trace', 'gccc']
+                                + hardware)
     assert result.exit_code == 2
     assert 'mcf' in result.stderr and 'did you mean gcc?' in result.stderr
     assert result.stderr.count('\n') == 1
+
+
+def test_simulate_without_hardware_names_the_choices():
+    result = CliRunner().invoke(cli.main, ['simulate', '--trace', 'gcc'])
+    assert result.exit_code == 2
+    assert result.stderr.startswith('error: --hardware: missing')
+    assert 'intel-nehalem' in result.stderr
 
 
 @pytest.mark.parametrize('name', ['nehalem', 'intel-nehalem'])
