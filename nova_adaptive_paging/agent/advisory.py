@@ -49,8 +49,7 @@ class Advisor:
         if ran_in == SHADOW and d_faults is not None:
             for event, count in ((vocabulary.EVENT_TLB_MISS, d_tlb),
                                  (vocabulary.EVENT_PAGE_FAULT, d_faults)):
-                self.gain_s += count * (self.hw.cost_s(HAP, event)
-                                        - self.hw.cost_s(SHADOW, event))
+                self.gain_s += count * self.hw.extra_cost_s(HAP, event)
         if target != ran_in:
             self.gain_s -= self.hw.switch_s(
                 target, self.hw.reference_working_set_mib)

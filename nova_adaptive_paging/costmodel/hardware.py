@@ -64,6 +64,12 @@ class Hardware:
     def cost_s(self, mode, event):
         return self.event_cost_ns[mode][event] * 1e-9
 
+    def extra_cost_s(self, mode, event):
+        """Seconds ``event`` costs in ``mode`` over the other mode."""
+        other = (vocabulary.SHADOW if mode == vocabulary.HAP
+                 else vocabulary.HAP)
+        return self.cost_s(mode, event) - self.cost_s(other, event)
+
     def switch_s(self, to_mode, working_set_mib):
         """Seconds one switch into ``to_mode`` takes (modeled)."""
         s = self.switch_cost_ns

@@ -152,16 +152,12 @@ class SimVm:
         kernel measures them (faults in shadow mode, walks in hap)."""
         hw, trace = self.host.hardware, self.spec.trace
         share = native_s / trace.interval_s[row]
-        other = (vocabulary.HAP if mode == vocabulary.SHADOW
-                 else vocabulary.SHADOW)
         if mode == vocabulary.SHADOW:
-            extra = (hw.cost_s(mode, vocabulary.EVENT_PAGE_FAULT)
-                     - hw.cost_s(other, vocabulary.EVENT_PAGE_FAULT))
+            extra = hw.extra_cost_s(mode, vocabulary.EVENT_PAGE_FAULT)
             self.maint_s += max(extra, 0.0) * trace.page_faults[row] * share
             self.model.stats['shadow_maint_ns'] = int(self.maint_s * 1e9)
         else:
-            extra = (hw.cost_s(mode, vocabulary.EVENT_TLB_MISS)
-                     - hw.cost_s(other, vocabulary.EVENT_TLB_MISS))
+            extra = hw.extra_cost_s(mode, vocabulary.EVENT_TLB_MISS)
             self.walk_s += max(extra, 0.0) * trace.tlb_misses[row] * share
             self.model.stats['hap_walk_cycles'] = int(self.walk_s
                                                       * hw.clock_hz)

@@ -72,10 +72,8 @@ def _round(value):
 
 def break_even(hw):
     """(P-to-T* in paper units, seconds per TLB miss saved by shadow)."""
-    dt = (hw.cost_s(vocabulary.HAP, vocabulary.EVENT_TLB_MISS) -
-          hw.cost_s(vocabulary.SHADOW, vocabulary.EVENT_TLB_MISS))
-    dp = (hw.cost_s(vocabulary.SHADOW, vocabulary.EVENT_PAGE_FAULT) -
-          hw.cost_s(vocabulary.HAP, vocabulary.EVENT_PAGE_FAULT))
+    dt = hw.extra_cost_s(vocabulary.HAP, vocabulary.EVENT_TLB_MISS)
+    dp = hw.extra_cost_s(vocabulary.SHADOW, vocabulary.EVENT_PAGE_FAULT)
     if dt <= 0 or dp <= 0:
         raise ValueError('%s: the break-even analysis needs TLB misses to '
                          'cost more in HAP and page faults more in shadow '

@@ -126,12 +126,6 @@ _MARK_PLOTS = (
     'i.after(p);}});});</script>')
 
 
-def _extra(hw, mode, event):
-    """Seconds an event costs in ``mode`` over the other mode."""
-    other = vocabulary.SHADOW if mode == vocabulary.HAP else vocabulary.HAP
-    return hw.cost_s(mode, event) - hw.cost_s(other, event)
-
-
 def _base_name(base, generation):
     """The shipped cost model the estimate started from, and whether it
     is this generation's own or the fallback."""
@@ -206,6 +200,7 @@ def render(results, window, url):
                         'profile:</b> %s</p>' % e(r.reason))
             continue
         c, base = r.costs, r.base
+        miss, fault = vocabulary.EVENT_TLB_MISS, vocabulary.EVENT_PAGE_FAULT
         body.append(
             '<table><tr><th>per event</th><th>estimated</th><th>shipped '
             'model: %s</th></tr>'
@@ -216,10 +211,9 @@ def render(results, window, url):
             '<tr><td>switch (mean)</td><td>%.4g us</td><td>-</td></tr>'
             '</table>' % (
                 e(_base_name(base, r.generation)), c.fault_s * 1e6,
-                _extra(base, vocabulary.SHADOW, vocabulary.EVENT_PAGE_FAULT)
-                * 1e6,
+                base.extra_cost_s(vocabulary.SHADOW, fault) * 1e6,
                 c.miss_s * 1e9,
-                _extra(base, vocabulary.HAP, vocabulary.EVENT_TLB_MISS) * 1e9,
+                base.extra_cost_s(vocabulary.HAP, miss) * 1e9,
                 c.switch_s * 1e6))
         body.append('<p>Active: <code>%s</code><br>Recommended: '
                     '<code>%s</code></p>' % (e(_thresholds_row(r.active)),
