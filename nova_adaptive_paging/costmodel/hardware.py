@@ -23,6 +23,7 @@ and which are assumptions.
 """
 
 import dataclasses
+import functools
 import os
 
 import yaml
@@ -172,11 +173,18 @@ def _builtin(name):
     return loads(res.read_text(encoding='utf-8'), 'builtin:%s' % name)
 
 
+@functools.lru_cache(maxsize=None)
+def _by_generation():
+    # Package data: read once a process, not at every resolve().
+    return tuple((_builtin(name).generation, name)
+                 for name in builtin_names())
+
+
 def builtin_generations():
     """CPU generation key -> shipped profile name: the generation key is
     the one name a generation has everywhere (profiles, traits,
     ``--generation``); the file's short name is an alias."""
-    return {_builtin(name).generation: name for name in builtin_names()}
+    return dict(_by_generation())
 
 
 def generation_key(name):
@@ -208,8 +216,4 @@ def resolve(name_or_path):
 def for_generation(generation, fallback='nehalem'):
     """The shipped cost profile measured on ``generation``, else
     ``fallback`` (all MODELED)."""
-    for name in builtin_names():
-        hw = resolve(name)
-        if hw.generation == generation:
-            return hw
-    return resolve(fallback)
+    return resolve(builtin_generations().get(generation, fallback))
