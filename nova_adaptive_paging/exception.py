@@ -6,6 +6,16 @@ that line on stderr and exit status 2 (:mod:`nova_adaptive_paging.cmd`);
 the agent logs the line and keeps its last good state.
 """
 
+import difflib
+
 
 class Error(Exception):
     """A clear, one-line error about an input or the host's state."""
+
+
+def did_you_mean(word, choices):
+    """``'did you mean X?'`` for the choice closest to a misspelled
+    ``word``, or ``''`` when none is close: the hint every one-line error
+    about a name gives."""
+    near = difflib.get_close_matches(str(word), list(choices), 1)
+    return 'did you mean %s?' % near[0] if near else ''

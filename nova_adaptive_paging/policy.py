@@ -18,7 +18,6 @@ matching, and one spelling per mode keeps both unambiguous.
 """
 
 import dataclasses
-import difflib
 
 from nova_adaptive_paging import exception
 from nova_adaptive_paging import profiles
@@ -139,9 +138,9 @@ def from_extra_specs(extra_specs):
     for key in extra_specs:
         if key.startswith(KEY_NAMESPACE) and key not in vocabulary.KEYS:
             expected = 'a known key: %s' % ', '.join(vocabulary.KEYS)
-            near = difflib.get_close_matches(key, vocabulary.KEYS, 1, 0.6)
-            if near:
-                expected += ' (did you mean %s?)' % near[0]
+            hint = exception.did_you_mean(key, vocabulary.KEYS)
+            if hint:
+                expected += ' (%s)' % hint
             raise PolicyError(key, extra_specs[key], expected)
     policy = PagingPolicy(
         paging=(parse_paging(extra_specs[vocabulary.KEY_POLICY])

@@ -5,7 +5,6 @@ not there), and whether the files as they are now would load (SIGHUP).
 """
 
 import configparser
-import difflib
 import os
 
 from oslo_config import cfg
@@ -43,10 +42,9 @@ def unknown_options(conf):
             for key in parser.options(group.name):
                 if key in known or key in parser.defaults():
                     continue
-                near = difflib.get_close_matches(key, known, 1)
+                hint = exception.did_you_mean(key, known)
                 out.append('%s: [%s] %s: unknown option, ignored%s' % (
-                    path, group.name, key,
-                    '; did you mean %s?' % near[0] if near else ''))
+                    path, group.name, key, hint and '; ' + hint))
     return out
 
 

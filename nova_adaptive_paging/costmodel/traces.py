@@ -18,7 +18,6 @@ Rows may have any length: the evaluator splits and merges them.
 
 import csv
 import dataclasses
-import difflib
 import io
 import math
 import os
@@ -201,10 +200,9 @@ def resolve(ref):
         return loads(shipped[ref].read_text(encoding='utf-8'),
                      'builtin:%s' % ref, ref)
     if not os.path.exists(ref):
-        near = difflib.get_close_matches(str(ref), shipped, 1, 0.6)
+        hint = exception.did_you_mean(ref, shipped)
         raise TraceError(str(ref), None, None, 'no such file, and not a '
                          'shipped trace (%s)%s' % (
                              ', '.join(sorted(shipped)),
-                             '; did you mean %s?' % near[0] if near
-                             else ''))
+                             hint and '; ' + hint))
     return load(ref)
