@@ -22,6 +22,7 @@ multiplicative noise.  Every trace is a :class:`traces.Trace`, replayed
 by the evaluator like a file.
 """
 
+import functools
 import random
 
 from nova_adaptive_paging.costmodel import traces as tracelib
@@ -42,7 +43,9 @@ def _rates(trace):
     return {c: sum(getattr(trace, c)) / total for c in COUNTS}
 
 
+@functools.lru_cache(maxsize=None)
 def _templates():
+    # Package data: parsed once, not for every generated trace.
     shipped = tracelib.builtin()
     return _rates(shipped[TLB_BOUND]), _rates(shipped[FAULT_BOUND])
 
