@@ -28,6 +28,12 @@ pt          fpf / ftlb * 1000                    pf * 10^10 // tlb
 
 Every metric saturates at :data:`METRIC_MAX` (2^48 - 1) so that the sum of a
 full history window (at most :data:`HISTORY_MAX` samples) fits in 64 bits.
+
+Around Figure 5 sits the switch guard (:class:`Guard`, ABI version 3): a
+ledger, in nanoseconds, of what the VM's run has cost against what each
+static mode would have cost on the same counts, which vetoes switches that
+have not been paid for, keeps the run's regret within a budget and caps
+the switch rate.  doc/source/simulation.rst argues its bound.
 """
 
 import collections
@@ -37,6 +43,20 @@ import enum
 METRIC_MAX = (1 << 48) - 1
 HISTORY_MAX = 64
 U64_MAX = (1 << 64) - 1
+# The guard's ledger saturates here (146 years in ns): sums of per-interval
+# costs (each at most METRIC_MAX) and their differences fit in an s64.
+LEDGER_MAX = 1 << 62
+# No switch is modeled cheaper than this (a flush and a root rebuild), so
+# the rate cap holds whatever switch cost a threshold set names.
+SWITCH_COST_MIN_NS = 1000000
+# A switch that did not pay for itself doubles the benefit the next one
+# must have accumulated, up to this factor; one that paid halves it.
+BACKOFF_MAX = 64
+# The regret budget is a share of the run time, and never less than that
+# share of this much: the first decisions of a VM's life, each of which
+# may be an interval late, fit in it.
+BUDGET_FLOOR_NS = 100 * 10 ** 9
+PPM = 10 ** 6
 
 FTLB_SCALE = 10 ** 6
 FPF_SCALE = 10 ** 13
@@ -79,6 +99,11 @@ class Rule(enum.IntEnum):
     PT_BETWEEN = 7        # both in [PTL, PTU]: stay
     PT_UNDECIDED = 8      # HPT and CPT in different intervals: stay
     NO_DATA = 9           # no instructions retired, or a counter missing: stay
+    # The guard's (ABI version 3): Figure 5's switch was vetoed, or made.
+    UNPAID = 10           # the other mode has not yet gained a switch's cost
+    OVER_BUDGET = 11      # the switch would take the regret over budget
+    RATE_LIMIT = 12       # the VM's switch credit is spent
+    REGRET_LEADER = 13    # regret over budget: to the cheaper static mode
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +155,9 @@ class Sample:
     ftlb: int
     fpf: int
     pt: int
+    # The raw counts, which the guard prices (0 in an invalid sample).
+    tlb_misses: int = 0
+    page_faults: int = 0
 
     @property
     def valid(self):
@@ -159,7 +187,8 @@ class Sample:
         return cls(instructions,
                    _scaled_ratio(tlb_misses, FTLB_SCALE, instructions),
                    _scaled_ratio(page_faults, FPF_SCALE, instructions),
-                   _scaled_ratio(page_faults, PT_SCALE, tlb_misses))
+                   _scaled_ratio(page_faults, PT_SCALE, tlb_misses),
+                   tlb_misses, page_faults)
 
 
 def decide(mode, ftlb, fpf, cpt, htlb, hpt, thresholds):
@@ -190,6 +219,58 @@ def decide(mode, ftlb, fpf, cpt, htlb, hpt, thresholds):
     return mode, Rule.PT_UNDECIDED
 
 
+def _clamp(value):
+    """Saturate a ledger quantity to [-LEDGER_MAX, LEDGER_MAX]."""
+    return max(-LEDGER_MAX, min(value, LEDGER_MAX))
+
+
+@dataclasses.dataclass(frozen=True)
+class Guard:
+    """What a switch costs against what it gains (ABI version 3).
+
+    ``tlb_cost_ps``: what one TLB miss costs in hap over shadow (the second
+    dimension of the walk), in picoseconds; ``pf_cost_ps``: what one guest
+    page fault costs in shadow over hap (the exit and the shadow fix-up);
+    ``switch_cost_ns``: one switch, the dearer direction; ``budget_ppm``:
+    the regret the guard allows against the cheaper static mode, in parts
+    per million of the VM's run time.  The same share of wall time is the
+    VM's switch credit: the time switches may take, whatever the counts
+    say.
+
+    Without per-event costs (both 0: a threshold set written before version
+    3) the guard only caps the switch rate.
+    """
+
+    tlb_cost_ps: int = 0
+    pf_cost_ps: int = 0
+    switch_cost_ns: int = 0
+    budget_ppm: int = 5000
+
+    FIELDS = ('tlb_cost_ps', 'pf_cost_ps', 'switch_cost_ns', 'budget_ppm')
+    LIMITS = {'budget_ppm': PPM}
+
+    def __post_init__(self):
+        for name in self.FIELDS:
+            value = getattr(self, name)
+            high = self.LIMITS.get(name, METRIC_MAX)
+            if (not isinstance(value, int) or isinstance(value, bool)
+                    or not 0 <= value <= high):
+                raise ValueError('%s must be an integer in [0, %d], got %r'
+                                 % (name, high, value))
+
+    @property
+    def priced(self):
+        return bool(self.tlb_cost_ps or self.pf_cost_ps)
+
+    @property
+    def switch_ns(self):
+        """The switch cost the ledger and the credit charge."""
+        return max(self.switch_cost_ns, SWITCH_COST_MIN_NS)
+
+    def as_tuple(self):
+        return tuple(getattr(self, name) for name in self.FIELDS)
+
+
 class Engine:
     """The per-VM sampling loop around :func:`decide`.
 
@@ -200,18 +281,47 @@ class Engine:
     describe the other mode's transient, and a burst shorter than the
     window cannot make the VM switch back (Section 4.5).  The averages are
     floor(sum / n), the sum of at most HISTORY_MAX saturated metrics.
+
+    With a :class:`Guard` (the kernel always has one) each valid interval
+    also updates a ledger, in ns, from its raw counts: ``lead``, what static
+    hap would have cost minus what static shadow would have; ``regret``,
+    what this run cost (switches included) minus the cheaper of the two;
+    ``gain``, how much the other mode would have saved since the last
+    switch (never below 0); ``paid``, how much the current mode has saved
+    over the one it left.  Then, in this order:
+
+    1. regret over budget (``budget_ppm`` of the run time with data, at
+       least of BUDGET_FLOOR_NS) and a static mode cheaper by more than a
+       switch (the *leader*): go there (REGRET_LEADER);
+    2. Figure 5 wants a switch: make it only if ``gain`` has reached
+       ``backoff`` round trips (else UNPAID) and the switch keeps the
+       regret within budget (else OVER_BUDGET);
+    3. a switch spends ``switch_ns`` of credit, which accrues at the budget
+       rate over wall time up to two switches; a switch away from the
+       leader needs both, so the way back is always paid for (else
+       RATE_LIMIT).
+
+    A switch whose stay did not save a round trip doubles ``backoff`` (at
+    most BACKOFF_MAX); one that did halves it.  Without a guard the engine
+    is the paper's rule alone (tests of Figure 5 and the "before" figures).
     """
 
-    def __init__(self, thresholds, history=3, mode=Mode.HAP):
+    def __init__(self, thresholds, history=3, mode=Mode.HAP, guard=None):
         if not 1 <= history <= HISTORY_MAX:
             raise ValueError('history must be in [1, %d], got %r'
                              % (HISTORY_MAX, history))
         self.thresholds = thresholds
         self.history = history
+        self.guard = guard
         self.mode = Mode(mode)
         self.window = collections.deque(maxlen=history)
         self.last_rule = Rule.WARMUP
         self.last_htlb = self.last_hpt = 0
+        self.lead = self.regret = self.gain = self.paid = 0
+        self.run_ns = 0
+        self.backoff = 1
+        self.switched = False
+        self.credit = 2 * guard.switch_ns if guard else 0
 
     def reset(self, mode=None):
         """Forget the window, e.g. after a switch forced from outside."""
@@ -219,11 +329,94 @@ class Engine:
             self.mode = Mode(mode)
         self.window.clear()
 
-    def step(self, sample):
-        """Feed one interval's Sample; return the Mode to run next."""
+    def _account(self, sample, elapsed_ns):
+        """The ledger's update for one interval with data."""
+        g = self.guard
+        hap = _scaled_ratio(sample.tlb_misses, g.tlb_cost_ps, 1000)
+        shadow = _scaled_ratio(sample.page_faults, g.pf_cost_ps, 1000)
+        if self.lead <= 0:
+            cheaper = min(hap, shadow - self.lead)
+        else:
+            cheaper = min(hap + self.lead, shadow)
+        here, there = ((hap, shadow) if self.mode == Mode.HAP
+                       else (shadow, hap))
+        self.regret = _clamp(self.regret + here - cheaper)
+        self.lead = _clamp(self.lead + hap - shadow)
+        self.gain = min(max(self.gain + here - there, 0), LEDGER_MAX)
+        self.paid = _clamp(self.paid + there - here)
+        self.run_ns = min(self.run_ns + elapsed_ns, LEDGER_MAX)
+
+    def _switch(self, target, rule):
+        g = self.guard
+        if g is not None:
+            self.credit -= g.switch_ns
+            if g.priced:
+                self.regret = _clamp(self.regret + g.switch_ns)
+                if self.switched:
+                    if self.paid < 2 * g.switch_ns:
+                        self.backoff = min(2 * self.backoff, BACKOFF_MAX)
+                    else:
+                        self.backoff = max(self.backoff // 2, 1)
+            self.gain = self.paid = 0
+            self.switched = True
+        self.last_rule = rule
+        self.reset(target)
+        return self.mode
+
+    def _vetoed(self, target):
+        """Why the guard keeps a switch Figure 5 wants, or None."""
+        g = self.guard
+        if g.priced:
+            if self.gain < 2 * self.backoff * g.switch_ns:
+                return Rule.UNPAID
+            if self.regret + g.switch_ns > self.budget_ns():
+                return Rule.OVER_BUDGET
+        if self.credit < self._price(target):
+            return Rule.RATE_LIMIT
+        return None
+
+    def _price(self, target):
+        """Credit a switch to ``target`` needs: a switch away from the
+        cheaper static mode keeps enough for the way back to it."""
+        s = self.guard.switch_ns
+        return s if target == self.leader() else 2 * s
+
+    def budget_ns(self):
+        return _scaled_ratio(max(self.run_ns, BUDGET_FLOOR_NS),
+                             self.guard.budget_ppm, PPM)
+
+    def leader(self):
+        """The static mode cheaper by more than a switch so far, or None."""
+        s = self.guard.switch_ns
+        if self.lead > s:
+            return Mode.SHADOW
+        if self.lead < -s:
+            return Mode.HAP
+        return None
+
+    def step(self, sample, elapsed_ns=0):
+        """Feed one interval's Sample and the interval's length in ns (the
+        guard's clock); return the Mode to run next."""
+        g = self.guard
+        if g is not None:
+            if not (isinstance(elapsed_ns, int) and 0 <= elapsed_ns
+                    <= U64_MAX):
+                raise ValueError('elapsed_ns must be a u64, got %r'
+                                 % (elapsed_ns,))
+            self.credit = min(self.credit + _scaled_ratio(
+                elapsed_ns, g.budget_ppm, PPM), 2 * g.switch_ns)
         if not sample.valid:
             self.last_rule = Rule.NO_DATA
             return self.mode
+        if g is not None and g.priced:
+            self._account(sample, elapsed_ns)
+            if self.regret > self.budget_ns():
+                leader = self.leader()
+                if leader is not None and leader != self.mode:
+                    if self.credit < self._price(leader):
+                        self.last_rule = Rule.RATE_LIMIT
+                        return self.mode
+                    return self._switch(leader, Rule.REGRET_LEADER)
         self.window.append(sample)
         if len(self.window) < self.history:
             self.last_rule = Rule.WARMUP
@@ -231,9 +424,13 @@ class Engine:
         n = len(self.window)
         self.last_htlb = htlb = sum(s.ftlb for s in self.window) // n
         self.last_hpt = hpt = sum(s.pt for s in self.window) // n
-        target, self.last_rule = decide(self.mode, sample.ftlb, sample.fpf,
-                                        sample.pt, htlb, hpt,
-                                        self.thresholds)
-        if target != self.mode:
-            self.reset(target)
-        return self.mode
+        target, rule = decide(self.mode, sample.ftlb, sample.fpf,
+                              sample.pt, htlb, hpt, self.thresholds)
+        self.last_rule = rule
+        if target == self.mode:
+            return self.mode
+        veto = self._vetoed(target) if g is not None else None
+        if veto is not None:
+            self.last_rule = veto
+            return self.mode
+        return self._switch(target, rule)

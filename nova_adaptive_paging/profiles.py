@@ -80,6 +80,9 @@ class Profile:
     history_samples: int
     interval_s: int
     provenance: Provenance
+    # The switch guard's prices; a profile written before them has none,
+    # keeps its thresholds' meaning and gets only the rate cap.
+    guard: dsp.Guard = dsp.Guard()
 
     def to_dict(self):
         """The profile as its YAML document (paper units)."""
@@ -91,6 +94,7 @@ class Profile:
             'history_samples': self.history_samples,
             'interval_s': self.interval_s,
             'provenance': dataclasses.asdict(self.provenance),
+            'guard': dict(zip(dsp.Guard.FIELDS, self.guard.as_tuple())),
         }
 
     def dump(self):
@@ -140,7 +144,8 @@ def from_dict(doc, source='<profile>'):
     if not isinstance(doc, dict):
         raise ProfileError(source, '(document)', 'expected a mapping')
     unknown = set(doc) - {'format_version', 'generation', 'thresholds',
-                          'history_samples', 'interval_s', 'provenance'}
+                          'history_samples', 'interval_s', 'provenance',
+                          'guard'}
     if unknown:
         raise ProfileError(source, sorted(unknown)[0], 'unknown field')
     if doc.get('format_version') != FORMAT_VERSION:
@@ -198,7 +203,24 @@ def from_dict(doc, source='<profile>'):
                             obtained=str(obtained),
                             hosts=prov.get('hosts', 0),
                             samples=prov.get('samples', 0))
-    return Profile(generation, thresholds, history, interval, provenance)
+    return Profile(generation, thresholds, history, interval, provenance,
+                   _guard(doc, source))
+
+
+def _guard(doc, source):
+    raw = doc.get('guard', {})
+    if not isinstance(raw, dict):
+        raise ProfileError(source, 'guard', 'expected a mapping with '
+                           + ', '.join(dsp.Guard.FIELDS))
+    for key in raw:
+        if key not in dsp.Guard.FIELDS:
+            raise ProfileError(source, 'guard.%s' % key, 'unknown field')
+    for key, value in raw.items():
+        try:
+            dsp.Guard(**{key: value})
+        except ValueError as exc:
+            raise ProfileError(source, 'guard.%s' % key, str(exc))
+    return dsp.Guard(**raw)
 
 
 def loads(text, source='<profile>'):

@@ -24,7 +24,7 @@ class Failure(AssertionError):
 
 
 class Suite:
-    """``reference(thresholds, history, mode)`` builds the engine the
+    """``reference(thresholds, history, mode, guard)`` builds the engine the
     implementation's decisions are checked against: dsp.Engine, the
     canonical one, unless a test brings an independent oracle (the model
     runs dsp.Engine itself, so checking it against dsp.Engine would
@@ -116,11 +116,22 @@ class Suite:
             raise Failure('%s: %s' % (rel, exc))
         changed = spec.ThresholdSet(
             dsp.Thresholds(*(v + 1 for v in current.thresholds.as_tuple())),
-            current.history % dsp.HISTORY_MAX + 1, current.interval_ms)
+            current.history % dsp.HISTORY_MAX + 1, current.interval_ms,
+            dsp.Guard(*(v + 1 for v in current.guard.as_tuple()[:3]),
+                      budget_ppm=current.guard.budget_ppm % dsp.PPM + 1))
+        # A version 2 line, without the guard's keys: their defaults.
+        old = ' '.join(changed.format().split()[
+            :len(spec.REQUIRED_THRESHOLD_KEYS)])
         try:
             self.t.write(rel, changed.format())
             if spec.ThresholdSet.parse(self.t.read(rel)) != changed:
                 raise Failure('%s did not read back what was written' % rel)
+            self.t.write(rel, old + '\n')
+            back = spec.ThresholdSet.parse(self.t.read(rel))
+            if back.guard != dsp.Guard():
+                raise Failure('%s: a set without the guard\'s keys reads '
+                              'back %r, expected the defaults %r'
+                              % (rel, back.guard, dsp.Guard()))
         finally:
             self.t.write(rel, original)
 
@@ -129,7 +140,8 @@ class Suite:
         good = spec.ThresholdSet.parse(self.t.read(rel)).format().strip()
         items = good.split()
         bad = [
-            ' '.join(items[:-1]),                          # a key missing
+            ' '.join(i for i in items                      # a key missing
+                     if not i.startswith('interval_ms=')),
             good + ' history=3',                           # a key twice
             good.replace('tlb_upper=', 'tlb_upper=x'),     # not a number
             good.replace('tlb_upper=', 'tlb_upper=-'),     # negative
@@ -139,6 +151,11 @@ class Suite:
                      for i in items),
             ' '.join(i if not i.startswith('interval_ms=')
                      else 'interval_ms=1' for i in items),
+            ' '.join(i if not i.startswith('budget_ppm=')
+                     else 'budget_ppm=1000001' for i in items),
+            ' '.join(i if not i.startswith('pf_cost_ps=')
+                     else 'pf_cost_ps=%d' % (dsp.METRIC_MAX + 1)
+                     for i in items),
             '',
         ]
         for text in bad:
@@ -300,9 +317,12 @@ class Suite:
         """Injected samples drive the VM's engine exactly like dsp.Engine:
         every threshold's boundary (each sample held for a full window),
         then random phases."""
+        # The paper's thresholds and machine (the Nehalem cost profile's
+        # prices), at 0.5 s a switch so that the rate cap bites too.
         thresholds = spec.ThresholdSet(
             dsp.Thresholds(10000, 100, 5000000, 100000, 200000, 150000),
-            3, 5000)
+            3, 5000, dsp.Guard(4000, 10000000, 500000000, 5000))
+        nominal_ns = thresholds.interval_ms * 10 ** 6
         held = [c for c in self._boundary_samples(thresholds.thresholds)
                 for _ in range(thresholds.history)]
         with self.preserved():
@@ -312,14 +332,14 @@ class Suite:
             self.write_word(spec.FILE_POLICY, vocabulary.HAP)
             self.write_word(spec.FILE_POLICY, vocabulary.ADAPTIVE)
             ref = self.reference(thresholds.thresholds, thresholds.history,
-                                 dsp.Mode.HAP)
+                                 dsp.Mode.HAP, thresholds.guard)
             samples = itertools.chain(held,
                                       self._random_samples(steps, seed))
             for step, (insns, tlb, pf) in enumerate(samples):
                 self.t.write(self.vm_file(spec.FILE_INJECT),
                              '%d %d %d\n' % (insns, tlb, pf))
-                expected = str(ref.step(dsp.Sample.from_counts(insns, tlb,
-                                                               pf)))
+                expected = str(ref.step(dsp.Sample.from_counts(
+                    insns, tlb, pf), nominal_ns))
                 got = self.read_word(spec.FILE_MODE)
                 stats = self.stats()
                 if got != expected or stats['last_rule'] != ref.last_rule:
@@ -328,6 +348,38 @@ class Suite:
                         'engine says %s rule %d' % (
                             step, insns, tlb, pf, got, stats['last_rule'],
                             expected, ref.last_rule))
+
+    def check_switch_rate_cap(self, samples=200):
+        """Whatever the counts say, switches spend credit that accrues at
+        budget_ppm of each (nominal) interval, from two switches' worth:
+        samples that flip between TLB-bound and fault-bound, which Figure
+        5 alone would follow at every one (a window of one), switch at
+        most 2 + samples * interval_ms * budget_ppm / switch_cost_ns
+        times."""
+        guard = dsp.Guard(switch_cost_ns=10 ** 7, budget_ppm=5000)
+        thresholds = spec.ThresholdSet(
+            dsp.Thresholds(10000, 100, 5000000, 100000, 200000, 150000),
+            1, spec.INTERVAL_MS_RANGE[0], guard)
+        cap = 2 + (samples * thresholds.interval_ms * 10 ** 6
+                   * guard.budget_ppm // dsp.PPM // guard.switch_cost_ns)
+        flip = ('%d %d %d\n' % (10 ** 9, 3 * 10 ** 7, 0),      # TLB-bound
+                '%d %d %d\n' % (10 ** 9, 10 ** 4, 10 ** 6))    # fault-bound
+        with self.preserved():
+            self.t.write(spec.param_path(spec.PARAM_INJECT), 'Y\n')
+            self.t.write(self.vm_file(spec.FILE_THRESHOLDS),
+                         thresholds.format())
+            self.write_word(spec.FILE_POLICY, vocabulary.HAP)
+            self.write_word(spec.FILE_POLICY, vocabulary.ADAPTIVE)
+            before = self.stats()
+            for step in range(samples):
+                self.t.write(self.vm_file(spec.FILE_INJECT), flip[step % 2])
+            after = self.stats()
+        made = sum(after[k] - before[k]
+                   for k in ('switches_to_hap', 'switches_to_shadow'))
+        if not cap // 2 <= made <= cap:
+            raise Failure('%d flipping samples made %d switches; the rate '
+                          'cap allows %d (and that many are due)'
+                          % (samples, made, cap))
 
 
 CHECKS = [name for name in dir(Suite) if name.startswith('check_')]

@@ -143,6 +143,7 @@ class VmModel:
         self._user_faults = None          # last cumulative value written
         self._user_delta = 0
         self._switched = False            # switched between two samples
+        self._sampled_at = host.clock()   # the timer's last sample
         self.engine = self._new_engine()
 
     # -- helpers ---------------------------------------------------------
@@ -151,7 +152,8 @@ class VmModel:
 
     def _new_engine(self):
         t = self.effective_thresholds()
-        return dsp.Engine(t.thresholds, t.history, dsp.Mode.parse(self.mode))
+        return dsp.Engine(t.thresholds, t.history, dsp.Mode.parse(self.mode),
+                          t.guard)
 
     def host_thresholds_changed(self):
         if self.override is None:
@@ -257,7 +259,8 @@ class VmModel:
         if not self.host.inject:
             _fail(spec.EPERM, 'counter injection is off (%s=N)'
                   % spec.PARAM_INJECT)
-        self.sample(*counts, pf_source='inject')
+        # An injected sample is one nominal interval long.
+        self.sample(*counts, pf_source='inject', elapsed_ns=dsp.U64_MAX)
 
     # -- the sampling timer ------------------------------------------------
     def guest_faults(self, intercepted):
@@ -297,15 +300,21 @@ class VmModel:
         self.stats['pmu'] = int(counted)
         if not counted:
             instructions = tlb_misses = None
-        switched = self.sample(instructions, tlb_misses, faults, source)
+        now = self.host.clock()
+        switched = self.sample(instructions, tlb_misses, faults, source,
+                               now - self._sampled_at)
+        self._sampled_at = now
         self._switched = False
         self._counting = self.pmu and self.wants_counters()
         return switched
 
-    def sample(self, instructions, tlb_misses, page_faults, pf_source):
+    def sample(self, instructions, tlb_misses, page_faults, pf_source,
+               elapsed_ns=0):
         """One interval; return the mode the engine switched to, or None.
 
-        ``instructions`` and ``tlb_misses`` are None without a PMU.
+        ``instructions`` and ``tlb_misses`` are None without a PMU.  The
+        guard's clock is ``elapsed_ns``, at most the nominal interval, so
+        extra samples do not mint switch credit.
         """
         s = dsp.Sample.from_counts(instructions, tlb_misses, page_faults)
         self.stats.update(
@@ -316,7 +325,8 @@ class VmModel:
             last_ftlb=s.ftlb, last_fpf=s.fpf, last_pt=s.pt)
         if self.policy != vocabulary.ADAPTIVE:
             return None
-        target = str(self.engine.step(s))
+        nominal = self.effective_thresholds().interval_ms * 10 ** 6
+        target = str(self.engine.step(s, min(elapsed_ns, nominal)))
         self.stats.update(last_rule=int(self.engine.last_rule),
                           last_htlb=self.engine.last_htlb,
                           last_hpt=self.engine.last_hpt)

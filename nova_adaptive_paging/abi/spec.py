@@ -1,4 +1,4 @@
-"""The host switching interface, version 2: names, formats, error codes.
+"""The host switching interface, version 3: names, formats, error codes.
 
 The normative text is ``kvm-patch/Documentation/paging-switch-abi.rst``;
 this module is its machine-readable half, used by the agent, the
@@ -14,7 +14,7 @@ from nova_adaptive_paging import dsp
 from nova_adaptive_paging import exception
 from nova_adaptive_paging import vocabulary
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 # Host-wide, under <root>/sys/module/kvm/parameters/.
 PARAMS_DIR = 'sys/module/kvm/parameters'
@@ -76,7 +76,10 @@ PF_SOURCE_NONE = 'none'
 PF_SOURCES = (PF_SOURCE_NONE, 'user', 'intercept', 'inject')
 
 INTERVAL_MS_RANGE = (100, 3600 * 1000)
-THRESHOLD_KEYS = dsp.Thresholds.FIELDS + ('history', 'interval_ms')
+# Version 2's keys, all required; version 3 adds the switch guard's, which
+# default to dsp.Guard()'s (no per-event costs: the guard caps the rate).
+REQUIRED_THRESHOLD_KEYS = dsp.Thresholds.FIELDS + ('history', 'interval_ms')
+THRESHOLD_KEYS = REQUIRED_THRESHOLD_KEYS + dsp.Guard.FIELDS
 
 # paging_stats keys, in the order the kernel prints them.
 STATS_KEYS = (
@@ -135,15 +138,17 @@ def parse_word(text, allowed):
 
 
 class ThresholdSet:
-    """The six thresholds plus history length and interval, as one value.
+    """The six thresholds, history length, interval and switch guard, as
+    one value.
 
-    Written and read as one line of ``key=value`` pairs with every key of
-    THRESHOLD_KEYS, so that a set is replaced atomically and can never be
-    observed half-updated (for example with a lower bound above its upper
-    bound).
+    Written as one line of ``key=value`` pairs with every key of
+    REQUIRED_THRESHOLD_KEYS and any of the guard's, read back with every
+    key of THRESHOLD_KEYS, so that a set is replaced atomically and can
+    never be observed half-updated (for example with a lower bound above
+    its upper bound).
     """
 
-    def __init__(self, thresholds, history, interval_ms):
+    def __init__(self, thresholds, history, interval_ms, guard=None):
         if not 1 <= history <= dsp.HISTORY_MAX:
             raise AbiFormatError('history must be in [1, %d], got %d'
                                  % (dsp.HISTORY_MAX, history))
@@ -153,11 +158,12 @@ class ThresholdSet:
         self.thresholds = thresholds
         self.history = history
         self.interval_ms = interval_ms
+        self.guard = guard if guard is not None else dsp.Guard()
 
     @classmethod
     def from_profile(cls, profile):
         return cls(profile.thresholds, profile.history_samples,
-                   profile.interval_s * 1000)
+                   profile.interval_s * 1000, profile.guard)
 
     @classmethod
     def parse(cls, text):
@@ -171,19 +177,22 @@ class ThresholdSet:
             if key in pairs:
                 raise AbiFormatError('%s given twice' % key)
             pairs[key] = parse_u64(value)
-        missing = [k for k in THRESHOLD_KEYS if k not in pairs]
+        missing = [k for k in REQUIRED_THRESHOLD_KEYS if k not in pairs]
         if missing:
             raise AbiFormatError('missing %s' % ', '.join(missing))
         try:
             thresholds = dsp.Thresholds(
                 **{k: pairs[k] for k in dsp.Thresholds.FIELDS})
+            guard = dsp.Guard(**{k: pairs[k] for k in dsp.Guard.FIELDS
+                                 if k in pairs})
         except ValueError as exc:
             raise AbiFormatError(str(exc))
-        return cls(thresholds, pairs['history'], pairs['interval_ms'])
+        return cls(thresholds, pairs['history'], pairs['interval_ms'],
+                   guard)
 
     def format(self):
-        values = self.thresholds.as_tuple() + (self.history,
-                                               self.interval_ms)
+        values = self.thresholds.as_tuple() + (
+            self.history, self.interval_ms) + self.guard.as_tuple()
         return ' '.join('%s=%d' % kv
                         for kv in zip(THRESHOLD_KEYS, values)) + '\n'
 

@@ -165,7 +165,8 @@ def _guest(agent, dom):
             g.advisor, g.counters = old.advisor, old.counters
             g.counters_ok = old.counters_ok
         else:
-            g.advisor = advisory.Advisor(agent.thresholds.profile, agent.hw)
+            g.advisor = advisory.Advisor(agent.thresholds.profile,
+                                         agent.hw, agent.monotonic)
         return                          # advisory: nothing to write
     if decision.policy is None or not caps.switching:
         g.vm = g.target = None

@@ -72,10 +72,12 @@ class Replay:
         return int(cum[i] + (cum[i + 1] - cum[i]) * frac + 0.5)
 
     def adaptive(self, thresholds, history, interval, start=HAP,
-                 guest_faults=True, timeline=None):
-        """Replay the DSP engine; ``timeline`` (a list) gets one
-        ``(time_s, mode, sample)`` per sampling interval."""
-        engine = dsp.Engine(thresholds, history, dsp.Mode(start))
+                 guest_faults=True, timeline=None, guard=None):
+        """Replay the DSP engine (with ``guard``, a dsp.Guard, if given);
+        ``timeline`` (a list) gets one ``(time_s, mode, sample)`` per
+        sampling interval."""
+        engine = dsp.Engine(thresholds, history, dsp.Mode(start), guard)
+        interval_ns = int(round(interval * 1e9))
         mode = int(start)
         dur, n = self.dur, len(self.dur)
         ci, ct, cp = self.cum_insns, self.cum_tlb, self.cum_pf
@@ -109,7 +111,7 @@ class Replay:
             sample = dsp.Sample.from_counts(cur[0] - prev[0],
                                             cur[1] - prev[1], faults)
             prev = cur
-            target = int(engine.step(sample))
+            target = int(engine.step(sample, interval_ns))
             if timeline is not None:
                 timeline.append((in_mode[0] + in_mode[1] + switching,
                                  mode, sample))
@@ -211,7 +213,8 @@ def evaluate(trace, hardware, profile, interval=None, guest_faults=True,
         elif name == vocabulary.ADAPTIVE:
             result[name] = replay.adaptive(
                 profile.thresholds, profile.history_samples, interval,
-                guest_faults=guest_faults, timeline=timeline)
+                guest_faults=guest_faults, timeline=timeline,
+                guard=profile.guard)
         elif name == ORACLE:
             result[name] = replay.oracle(interval)
         else:

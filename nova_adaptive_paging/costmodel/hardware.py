@@ -31,6 +31,7 @@ import yaml
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging import costmodel
 from nova_adaptive_paging import cpu
+from nova_adaptive_paging import dsp
 from nova_adaptive_paging import vocabulary
 
 FORMAT_VERSION = 1
@@ -70,6 +71,20 @@ class Hardware:
         other = (vocabulary.SHADOW if mode == vocabulary.HAP
                  else vocabulary.HAP)
         return self.cost_s(mode, event) - self.cost_s(other, event)
+
+    def guard(self, budget_ppm=None):
+        """The switch guard's prices on this hardware (a dsp.Guard): a
+        switch is the dearer direction at the reference working set."""
+        extra = {'budget_ppm': budget_ppm} if budget_ppm is not None else {}
+        return dsp.Guard(
+            tlb_cost_ps=max(0, round(self.extra_cost_s(
+                vocabulary.HAP, vocabulary.EVENT_TLB_MISS) * 1e12)),
+            pf_cost_ps=max(0, round(self.extra_cost_s(
+                vocabulary.SHADOW, vocabulary.EVENT_PAGE_FAULT) * 1e12)),
+            switch_cost_ns=round(max(
+                self.switch_s(m, self.reference_working_set_mib)
+                for m in MODES) * 1e9),
+            **extra)
 
     def switch_s(self, to_mode, working_set_mib):
         """Seconds one switch into ``to_mode`` takes (modeled)."""

@@ -87,7 +87,7 @@ class Bench:
                 r.oracle(interval, start=evaluator.HAP)['switches'])
         return self._oracles[key]
 
-    def score(self, thresholds, history, interval, stop=None):
+    def score(self, thresholds, history, interval, stop=None, guard=None):
         """One :class:`TraceScore` per trace, the phase-changing traces
         first; ``stop(score)`` returning true ends the list there (the
         search abandons a candidate that cannot win)."""
@@ -97,7 +97,8 @@ class Bench:
         for i in order:
             replay, best = self.replays[i], self._static[i]
             gain, oracle_s, oracle_switches = self._oracle(i, interval)
-            got = replay.adaptive(thresholds, history, interval)
+            got = replay.adaptive(thresholds, history, interval,
+                                  guard=guard)
             capture = None
             if gain >= MEASURABLE_GAIN:
                 capture = (best - got['time_s']) / (best - oracle_s)
@@ -110,7 +111,7 @@ class Bench:
 
     def score_profile(self, profile):
         return self.score(profile.thresholds, profile.history_samples,
-                          profile.interval_s)
+                          profile.interval_s, guard=profile.guard)
 
 
 def summarize(scores):

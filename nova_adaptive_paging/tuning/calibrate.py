@@ -187,13 +187,15 @@ def search(hw, traces, interval_s=None):
     given ``interval_s`` is kept; otherwise it is searched too."""
     traces = list(traces)
     bench = assess.Bench(hw, traces)
+    guard = hw.guard()
     intervals = INTERVALS if interval_s is None else (int(interval_s),)
     best = None
     for interval, history, h, k in itertools.product(
             intervals, HISTORIES, HYSTERESIS, UPPER_FACTORS):
         thresholds = derive(hw, history, interval, h, k)
         scores = bench.score(thresholds, history, interval,
-                             stop=_loses_to(best and best[1].summary))
+                             stop=_loses_to(best and best[1].summary),
+                             guard=guard)
         if len(scores) < len(traces):
             continue
         summary = assess.summarize(scores)
@@ -227,7 +229,8 @@ def calibrate(hw, traces, interval_s=None, generation=None):
         provenance=profiles.Provenance(
             method='calibrated', source=source,
             obtained=datetime.date.today().isoformat(), hosts=0,
-            samples=sum(len(t) for t in traces)))
+            samples=sum(len(t) for t in traces)),
+        guard=hw.guard())
     report = {'hardware': hw.name, 'break_even_pt': pt_star,
               'interval_s': interval, 'history': history, 'hysteresis': h,
               'upper_factor': k, 'worst_regret': summary.worst_regret,

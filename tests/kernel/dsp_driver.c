@@ -7,10 +7,14 @@
  *   v TU TL PU PL PTU PTL              -> 0|1     (thresholds_valid)
  *   d MODE FTLB FPF CPT HTLB HPT T*6   -> MODE RULE
  *   s INSNS TLB PF HAVE                -> INSNS FTLB FPF PT
- *   i HISTORY MODE T*6                 -> 0|1     (engine_init)
+ *   g TLBPS PFPS SWNS PPM              -> 0|1     (guard_valid)
+ *   i HISTORY MODE T*6 G*4             -> 0|1     (engine_init)
  *   R MODE                             -> MODE    (engine_reset)
- *   e INSNS TLB PF HAVE                -> MODE RULE HTLB HPT (step, counts)
- *   E INSNS FTLB FPF PT                -> MODE RULE HTLB HPT (step, sample)
+ *   e INSNS TLB PF HAVE NS             -> STEP    (step, counts)
+ *   E INSNS FTLB FPF PT TLB PF NS      -> STEP    (step, sample)
+ *
+ * where STEP is "MODE RULE HTLB HPT" and the guard's ledger: "REGRET LEAD
+ * GAIN PAID RUN CREDIT BACKOFF".
  *
  * The last line printed is "divisions N": how many quotients reached
  * mul_u64_u64_div_u64() (the shim aborts on one that would fault).
@@ -38,6 +42,14 @@ static int parse(char *p, u64 *v, int n)
 	return 0;
 }
 
+static void guard(struct kvm_dsp_guard *g, const u64 *v)
+{
+	g->tlb_cost_ps = v[0];
+	g->pf_cost_ps = v[1];
+	g->switch_cost_ns = v[2];
+	g->budget_ppm = v[3];
+}
+
 static void thresholds(struct kvm_dsp_thresholds *t, const u64 *v)
 {
 	t->tlb_upper = v[0];
@@ -48,10 +60,21 @@ static void thresholds(struct kvm_dsp_thresholds *t, const u64 *v)
 	t->pt_lower = v[5];
 }
 
+static void step(const struct kvm_dsp_engine *e, enum kvm_dsp_mode mode)
+{
+	printf("%d %d %llu %llu %lld %lld %lld %lld %llu %llu %u\n", mode,
+	       e->last_rule, (unsigned long long)e->last_htlb,
+	       (unsigned long long)e->last_hpt, (long long)e->regret,
+	       (long long)e->lead, (long long)e->gain, (long long)e->paid,
+	       (unsigned long long)e->run_ns, (unsigned long long)e->credit,
+	       e->backoff);
+}
+
 int main(void)
 {
 	static char line[1024];
 	struct kvm_dsp_thresholds t;
+	struct kvm_dsp_guard g;
 	struct kvm_dsp_engine engine;
 	struct kvm_dsp_sample s;
 	enum kvm_dsp_rule rule;
@@ -96,11 +119,18 @@ int main(void)
 			       (unsigned long long)s.fpf,
 			       (unsigned long long)s.pt);
 			break;
+		case 'g':
+			if (parse(args, v, 4))
+				goto bad;
+			guard(&g, v);
+			printf("%d\n", kvm_dsp_guard_valid(&g));
+			break;
 		case 'i':
-			if (parse(args, v, 8))
+			if (parse(args, v, 12))
 				goto bad;
 			thresholds(&t, v + 2);
-			printf("%d\n", kvm_dsp_engine_init(&engine, &t,
+			guard(&g, v + 8);
+			printf("%d\n", kvm_dsp_engine_init(&engine, &t, &g,
 				(unsigned int)v[0], (enum kvm_dsp_mode)v[1]));
 			break;
 		case 'R':
@@ -110,23 +140,24 @@ int main(void)
 			printf("%d\n", engine.mode);
 			break;
 		case 'e':
-		case 'E':
-			if (parse(args, v, 4))
+			if (parse(args, v, 5))
 				goto bad;
-			if (line[0] == 'e') {
-				kvm_dsp_sample_from_counts(&s, v[0], v[1],
-							   v[2],
-							   (unsigned int)v[3]);
-			} else {
-				s.instructions = v[0];
-				s.ftlb = v[1];
-				s.fpf = v[2];
-				s.pt = v[3];
-			}
-			mode = kvm_dsp_engine_step(&engine, &s);
-			printf("%d %d %llu %llu\n", mode, engine.last_rule,
-			       (unsigned long long)engine.last_htlb,
-			       (unsigned long long)engine.last_hpt);
+			kvm_dsp_sample_from_counts(&s, v[0], v[1], v[2],
+						   (unsigned int)v[3]);
+			mode = kvm_dsp_engine_step(&engine, &s, v[4]);
+			step(&engine, mode);
+			break;
+		case 'E':
+			if (parse(args, v, 7))
+				goto bad;
+			s.instructions = v[0];
+			s.ftlb = v[1];
+			s.fpf = v[2];
+			s.pt = v[3];
+			s.tlb_misses = v[4];
+			s.page_faults = v[5];
+			mode = kvm_dsp_engine_step(&engine, &s, v[6]);
+			step(&engine, mode);
 			break;
 		default:
 			goto bad;

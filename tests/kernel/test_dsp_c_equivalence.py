@@ -242,19 +242,82 @@ def build_requests(rng, n_decide):
     yield from sample_requests(rng, n_decide // 5)
     yield from ratio_requests(rng, n_decide // 10)
     yield from valid_requests(rng, n_decide // 50)
+    yield from guard_requests(rng, n_decide // 50)
     yield from engine_requests(rng, n_decide // 5)
+
+
+def guard_value(rng, typical):
+    pick = rng.random()
+    if pick < 0.1:
+        return rng.choice((0, 0, 1, MAX))
+    if pick < 0.85:
+        return rng.randrange(0, 2 * typical)
+    return rng.getrandbits(48)
+
+
+def guard(rng):
+    """A guard: mostly costs of real hardware's order, sometimes none (a
+    version 2 set), sometimes the extremes."""
+    pick = rng.random()
+    if pick < 0.1:
+        return dsp.Guard()
+    if pick < 0.3:
+        # 1 ns an event and the cheapest switch: counts on the ledger's
+        # own boundaries (below) make its comparisons meet equality.
+        return dsp.Guard(1000, 1000, rng.choice((0, dsp.SWITCH_COST_MIN_NS)),
+                         rng.choice((10, 20, 1000, dsp.PPM)))
+    return dsp.Guard(guard_value(rng, 10 ** 4), guard_value(rng, 10 ** 7),
+                     guard_value(rng, 10 ** 7),
+                     rng.choice((0, 1, 5000, 5000, 50000, dsp.PPM,
+                                 rng.randrange(dsp.PPM + 1))))
+
+
+def guard_requests(rng, n):
+    for _ in range(n):
+        values = [rng.choice((0, 1, MAX, MAX + 1, U64, rng.getrandbits(49)))
+                  for _ in range(3)]
+        values.append(rng.choice((0, dsp.PPM, dsp.PPM + 1, U64,
+                                  rng.randrange(2 * dsp.PPM))))
+        try:
+            dsp.Guard(*values)
+            ok = 1
+        except ValueError:
+            ok = 0
+        yield 'g ' + ' '.join(map(str, values)), str(ok)
+
+
+def elapsed(rng):
+    pick = rng.random()
+    if pick < 0.05:
+        return rng.choice((0, U64, MAX, 1 << 62))
+    if pick < 0.8:
+        return rng.choice((10 ** 8, 10 ** 9, 5 * 10 ** 9))
+    return rng.getrandbits(rng.randrange(1, 64))
+
+
+def step_answer(engine, got):
+    return '%d %d %d %d %d %d %d %d %d %d %d' % (
+        got, engine.last_rule, engine.last_htlb, engine.last_hpt,
+        engine.regret, engine.lead, engine.gain, engine.paid,
+        engine.run_ns, engine.credit, engine.backoff)
 
 
 def engine_run(rng):
     """One engine: init (sometimes refused), then a run of steps."""
     t = thresholds(rng)
+    g = guard(rng)
     history = rng.choice((1, 2, 3, 3, 3, 4, 8, rng.randrange(1, 65), 64))
+    if g.tlb_cost_ps == 1000:
+        history = rng.choice((1, 1, 2))
     mode = rng.randrange(2)
     if rng.random() < 0.05:
         bad = rng.choice((0, 65, 1000))
-        yield 'i %d %d %s' % (bad, mode, tline(t)), '0'
-    yield 'i %d %d %s' % (history, mode, tline(t)), '1'
-    engine = dsp.Engine(t, history, dsp.Mode(mode))
+        yield 'i %d %d %s %s' % (bad, mode, tline(t), tline(g)), '0'
+    yield 'i %d %d %s %s' % (history, mode, tline(t), tline(g)), '1'
+    engine = dsp.Engine(t, history, dsp.Mode(mode), g)
+    # A workload leaning one way makes the ledger's leader and backoff
+    # move; independent counts would only make it hover around zero.
+    lean = rng.random()
     for _ in range(rng.randrange(1, 3 * history + 40)):
         pick = rng.random()
         if pick < 0.02:
@@ -262,23 +325,41 @@ def engine_run(rng):
             engine.reset(dsp.Mode(mode))
             yield 'R %d' % mode, str(mode)
             continue
+        ns = elapsed(rng) if g.tlb_cost_ps != 1000 else rng.choice(
+            (0, 10 ** 8, 10 ** 9))
+        directed = g.tlb_cost_ps == 1000
+        if directed:
+            half = dsp.SWITCH_COST_MIN_NS // 2
+            tlb = half * rng.randrange(5) + rng.choice((0, 0, 0, 1))
+            pf = half * rng.randrange(5)
         if pick < 0.3:
-            insns, tlb, pf = counts(rng)
+            if directed:
+                insns = rng.randrange(max(tlb, pf, 1), 1 << 40)
+            else:
+                insns, tlb, pf = counts(rng)
             flags = have(rng)
-            line = 'e %d %d %d %d' % (insns, tlb, pf, flags)
+            line = 'e %d %d %d %d %d' % (insns, tlb, pf, flags, ns)
             sample = py_sample(insns, tlb, pf, flags)
         else:
             insns = 0 if rng.random() < 0.05 else rng.randrange(1, 1 << 40)
+            if directed:
+                pass
+            elif rng.random() < 0.1:
+                tlb, pf = count(rng), count(rng)
+            else:
+                lean = min(max(lean + rng.uniform(-0.2, 0.2), 0.0), 1.0)
+                tlb = int(rng.randrange(1 << 30) * lean)
+                pf = int(rng.randrange(1 << 24) * (1 - lean))
             sample = dsp.Sample(
                 insns,
                 near(rng, rng.choice((t.tlb_upper, t.tlb_lower, 0))),
                 near(rng, rng.choice((t.pf_upper, t.pf_lower))),
-                near(rng, rng.choice((t.pt_upper, t.pt_lower))))
-            line = 'E %d %d %d %d' % (sample.instructions, sample.ftlb,
-                                      sample.fpf, sample.pt)
-        got = engine.step(sample)
-        yield line, '%d %d %d %d' % (got, engine.last_rule,
-                                     engine.last_htlb, engine.last_hpt)
+                near(rng, rng.choice((t.pt_upper, t.pt_lower))), tlb, pf)
+            line = 'E %d %d %d %d %d %d %d' % (
+                sample.instructions, sample.ftlb, sample.fpf, sample.pt,
+                tlb, pf, ns)
+        got = engine.step(sample, ns)
+        yield line, step_answer(engine, got)
 
 
 def run_driver(exe, requests):

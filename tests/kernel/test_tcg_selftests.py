@@ -26,6 +26,7 @@ import tempfile
 from prometheus_client import parser
 import pytest
 
+from nova_adaptive_paging.abi import conformance
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.agent import health
 from nova_adaptive_paging.telemetry import metrics
@@ -133,11 +134,10 @@ def test_selftests_in_every_mode(guests):
     kpatch.assert_pmu(out, run.report)
     # The interface's conformance suite, run in the guest through debugfs
     # and, locked down, through the VM fd (host.vmfd).
-    conformance = re.findall(r'^NAP-CONFORMANCE (\S+) (\S+) (\S+)', out,
-                             re.M)
+    found = re.findall(r'^NAP-CONFORMANCE (\S+) (\S+) (\S+)', out, re.M)
     for transport in ('debugfs', 'vmfd'):
-        checks = [r for t, _, r in conformance if t == transport]
-        assert len(checks) >= 12, run.report
+        checks = [r for t, _, r in found if t == transport]
+        assert len(checks) == len(conformance.CHECKS), run.report
         assert all(r == 'PASS' for r in checks), run.report
     assert rc == 0, run.report
 

@@ -48,15 +48,97 @@ def decide(mode, metrics, thresholds):
             return (mode if decision == STAY else decision), number
 
 
+class Guard(object):
+    """The switch guard as doc/source/simulation.rst states it, kept as
+    running totals (what static hap, static shadow and this run have cost,
+    in whole ns) rather than dsp.Engine's differences.  The ledger's
+    saturation at 2^62 ns is not modeled: no test runs that long."""
+
+    MIN_SWITCH_NS, FLOOR_NS, BACKOFF_MAX = 10 ** 6, 100 * 10 ** 9, 64
+
+    def __init__(self, guard):
+        self.g = guard
+        self.switch_ns = max(guard.switch_cost_ns, self.MIN_SWITCH_NS)
+        self.total = {HAP: 0, SHADOW: 0, 'run': 0}
+        self.since = {HAP: 0, SHADOW: 0}   # each mode's cost since a switch
+        self.gain = 0
+        self.time_ns = 0
+        self.credit = 2 * self.switch_ns
+        self.backoff = 1
+        self.switched = False
+
+    def priced(self):
+        return self.g.tlb_cost_ps or self.g.pf_cost_ps
+
+    def tick(self, elapsed_ns):
+        self.credit = min(self.credit + elapsed_ns * self.g.budget_ppm
+                          // 10 ** 6, 2 * self.switch_ns)
+
+    def account(self, mode, sample, elapsed_ns):
+        cost = {HAP: sample.tlb_misses * self.g.tlb_cost_ps // 1000,
+                SHADOW: sample.page_faults * self.g.pf_cost_ps // 1000}
+        other = SHADOW if mode == HAP else HAP
+        for m in (HAP, SHADOW):
+            self.total[m] += cost[m]
+            self.since[m] += cost[m]
+        self.total['run'] += cost[mode]
+        # The other mode's saving since the last switch, never below 0.
+        self.gain = max(self.gain + cost[mode] - cost[other], 0)
+        self.time_ns += elapsed_ns
+
+    def regret(self):
+        return self.total['run'] - min(self.total[HAP], self.total[SHADOW])
+
+    def budget(self):
+        return (max(self.time_ns, self.FLOOR_NS) * self.g.budget_ppm
+                // 10 ** 6)
+
+    def leader(self):
+        lead = self.total[HAP] - self.total[SHADOW]
+        if lead > self.switch_ns:
+            return SHADOW
+        if lead < -self.switch_ns:
+            return HAP
+        return None
+
+    def price(self, target):
+        return self.switch_ns * (1 if target == self.leader() else 2)
+
+    def veto(self, target):
+        """Rule 10, 11 or 12 of dsp.Rule if the switch is kept, or None."""
+        if self.priced():
+            if self.gain < 2 * self.backoff * self.switch_ns:
+                return 10
+            if self.regret() + self.switch_ns > self.budget():
+                return 11
+        if self.credit < self.price(target):
+            return 12
+        return None
+
+    def switch(self, old, new):
+        self.credit -= self.switch_ns
+        if self.priced():
+            self.total['run'] += self.switch_ns
+            if self.switched:
+                paid = self.since[old] - self.since[new]
+                if paid < 2 * self.switch_ns:
+                    self.backoff = min(2 * self.backoff, self.BACKOFF_MAX)
+                else:
+                    self.backoff = max(self.backoff // 2, 1)
+        self.since = {HAP: 0, SHADOW: 0}
+        self.gain = 0
+        self.switched = True
+
+
 class Engine(object):
     """The rules above in the sampling loop dsp.Engine's contract states
     (its docstring): a sample without instructions is no data (rule 9,
     stay); the window holds the last ``history`` samples and decides only
     when full (rule 0 before); the historic values are the window's
     floored means; a switch empties the window.  The decision itself is
-    the table's, not dsp.decide."""
+    the table's, not dsp.decide; with a guard, :class:`Guard` above."""
 
-    def __init__(self, thresholds, history, mode):
+    def __init__(self, thresholds, history, mode, guard=None):
         self.t = {'tlbu': thresholds.tlb_upper, 'tlbl': thresholds.tlb_lower,
                   'pfu': thresholds.pf_upper, 'pfl': thresholds.pf_lower,
                   'ptu': thresholds.pt_upper, 'ptl': thresholds.pt_lower}
@@ -64,11 +146,31 @@ class Engine(object):
         self.mode = str(mode)
         self.window = []
         self.last_rule = 0
+        self.guard = Guard(guard) if guard is not None else None
 
-    def step(self, sample):
+    def _switch(self, mode):
+        if self.guard is not None:
+            self.guard.switch(self.mode, mode)
+        self.mode, self.window = mode, []
+
+    def step(self, sample, elapsed_ns=0):
+        g = self.guard
+        if g is not None:
+            g.tick(elapsed_ns)
         if not sample.instructions:
             self.last_rule = 9
             return self.mode
+        if g is not None and g.priced():
+            g.account(self.mode, sample, elapsed_ns)
+            leader = g.leader()
+            if (g.regret() > g.budget() and leader is not None
+                    and leader != self.mode):
+                if g.credit < g.price(leader):
+                    self.last_rule = 12
+                    return self.mode
+                self._switch(leader)
+                self.last_rule = 13
+                return self.mode
         self.window = (self.window + [sample])[-self.history:]
         if len(self.window) < self.history:
             self.last_rule = 0
@@ -79,5 +181,9 @@ class Engine(object):
                    'hpt': sum(s.pt for s in self.window) // n}
         mode, self.last_rule = decide(self.mode, metrics, self.t)
         if mode != self.mode:
-            self.mode, self.window = mode, []
+            veto = g.veto(mode) if g is not None else None
+            if veto is not None:
+                self.last_rule = veto
+            else:
+                self._switch(mode)
         return self.mode

@@ -37,10 +37,28 @@ def errno_of(call, *args):
 def test_threshold_line_round_trip():
     line = ('tlb_upper=10000 tlb_lower=100 pf_upper=5000000 '
             'pf_lower=100000 pt_upper=200000 pt_lower=150000 history=3 '
-            'interval_ms=5000\n')
+            'interval_ms=5000 tlb_cost_ps=4000 pf_cost_ps=10000000 '
+            'switch_cost_ns=28648000 budget_ppm=5000\n')
     assert spec.ThresholdSet.from_profile(profiles.builtin()).format() == \
         line
     assert spec.ThresholdSet.parse(line).format() == line
+
+
+def test_a_version_2_line_keeps_its_meaning():
+    """A set without the guard's keys (as version 2 wrote it) is taken,
+    with no per-event costs (the guard then only caps the rate) and the
+    default budget; read back, it names every key."""
+    v2 = ('tlb_upper=10000 tlb_lower=100 pf_upper=5000000 '
+          'pf_lower=100000 pt_upper=200000 pt_lower=150000 history=3 '
+          'interval_ms=5000')
+    got = spec.ThresholdSet.parse(v2)
+    assert got.guard == dsp.Guard() and not got.guard.priced
+    assert got.format() == (v2 + ' tlb_cost_ps=0 pf_cost_ps=0 '
+                            'switch_cost_ns=0 budget_ppm=5000\n')
+    for bad in (' budget_ppm=1000001', ' tlb_cost_ps=281474976710656',
+                ' budget_ppm=5 budget_ppm=5', ' switch_cost_ns=-1'):
+        with pytest.raises(spec.AbiFormatError):
+            spec.ThresholdSet.parse(v2 + bad)
 
 
 def test_stats_round_trip():
@@ -196,13 +214,14 @@ class LaxSwitch(model.VmModel):
 class OffByOneRule(model.VmModel):
     """Compares FTLB >= TLBU instead of >, like a sloppy C port."""
 
-    def sample(self, instructions, tlb_misses, page_faults, pf_source):
+    def sample(self, instructions, tlb_misses, page_faults, pf_source,
+               elapsed_ns=0):
         t = self.engine.thresholds
         self.engine.thresholds = dsp.Thresholds(
             max(t.tlb_upper - 1, t.tlb_lower), *t.as_tuple()[1:])
         try:
             return super().sample(instructions, tlb_misses, page_faults,
-                                  pf_source)
+                                  pf_source, elapsed_ns)
         finally:
             self.engine.thresholds = t
 
@@ -215,12 +234,22 @@ class NoWindowRestart(model.VmModel):
         return changed
 
 
+class NoRateCap(model.VmModel):
+    """Runs the engine without the switch guard (a version 2 kernel)."""
+
+    def _new_engine(self):
+        t = self.effective_thresholds()
+        return dsp.Engine(t.thresholds, t.history, dsp.Mode.parse(self.mode))
+
+
 @pytest.mark.parametrize('broken,check', [
     (LeakyRejects, 'check_policy_rejects_bad_values'),
     (NoCounting, 'check_fixed_policies_switch_and_count'),
     (LaxSwitch, 'check_forced_switch'),
     (OffByOneRule, 'check_adaptive_follows_reference'),
     (NoWindowRestart, 'check_adaptive_follows_reference'),
+    (NoRateCap, 'check_switch_rate_cap'),
+    (NoRateCap, 'check_adaptive_follows_reference'),
 ])
 def test_conformance_catches_deviations(monkeypatch, broken, check):
     monkeypatch.setattr(model, 'VmModel', broken)

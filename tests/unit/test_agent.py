@@ -933,9 +933,11 @@ def test_advisory_mode_says_what_adaptive_would_do(sim):
     stock_kernel(agent)
     agent.reconcile()
     assert agent.caps.kvm and not agent.caps.switching
-    # The same samples, fed to the DSP engine by the test.
+    # The same samples, fed to the DSP engine by the test, with the switch
+    # guard on the agent's (simulated) clock: one interval a sample.
     profile = profiles.builtin()
-    engine = dsp.Engine(profile.thresholds, profile.history_samples)
+    engine = dsp.Engine(profile.thresholds, profile.history_samples,
+                        guard=profile.guard)
     prev, decided = None, []
     for _ in range(60):
         run(sim, profile.interval_s)
@@ -944,7 +946,8 @@ def test_advisory_mode_says_what_adaptive_would_do(sim):
         faults = 0                      # the test driver's balloon count
         if prev is not None:
             engine.step(dsp.Sample.from_counts(insns - prev[0],
-                                               tlb - prev[1], 0))
+                                               tlb - prev[1], 0),
+                        profile.interval_s * 10 ** 9)
         prev = (insns, tlb, faults)
         decided.append(str(engine.mode))
         assert agent.guests['tlb'].advisor.mode == decided[-1]

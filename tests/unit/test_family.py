@@ -6,11 +6,16 @@ the per-interval oracle (so that it tests a rule, not nothing)."""
 import random
 import statistics
 
+import pytest
+
+from nova_adaptive_paging import dsp
 from nova_adaptive_paging.costmodel import evaluator
 from nova_adaptive_paging.costmodel import family
 from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.costmodel import traces
+from nova_adaptive_paging.tuning import assess
 from nova_adaptive_paging.tuning import calibrate
+from nova_adaptive_paging.tuning import sweep
 
 
 def test_the_same_seed_gives_the_same_family_and_another_does_not():
@@ -67,3 +72,65 @@ def test_the_alternations_are_worth_switching_for():
         gains.append(1 - replay.oracle(1)['time_s'] / static)
     assert gains and min(gains) > 0.05, gains
     assert statistics.median(gains) > 0.05
+
+
+@pytest.fixture(scope='module')
+def calibrated():
+    """The shipped cost profiles and two of the calibration sweep's (held
+    out: calibration never saw their costs), each with the thresholds and
+    guard calibration gives it on the tuning traces."""
+    hws = [hardware.resolve(n) for n in hardware.builtin_names()]
+    hws += sweep.profiles(2, sweep.DEFAULT_SEED)
+    return [(hw, calibrate.calibrate(
+        hw, calibrate.tuning_traces(),
+        generation=hw.generation or 'intel-nehalem')[0]) for hw in hws]
+
+
+def test_the_guard_keeps_every_member_within_the_promise(calibrated):
+    """On every profile, no member of the family runs more than 1 %
+    (the product's promise, assess.GOAL_REGRET) slower under adaptive
+    paging than under the better static mode, and no member switches
+    more often than the rate cap derived from the switch's cost: two
+    switches' worth of credit plus budget_ppm of the run time.  Without
+    the guard, the same thresholds break the promise on the family."""
+    unguarded = []
+    for hw, profile in calibrated:
+        members = family.unit_family()
+        guard = profile.guard
+        assert guard.priced and guard == hw.guard()
+        for trace in members:
+            replay = evaluator.Replay(trace, hw)
+            best = min(replay.static(m)['time_s']
+                       for m in (evaluator.HAP, evaluator.SHADOW))
+            run = replay.adaptive(profile.thresholds,
+                                  profile.history_samples,
+                                  profile.interval_s, guard=guard)
+            regret = run['time_s'] / best - 1
+            assert regret <= assess.GOAL_REGRET, (hw.name, trace.name,
+                                                  regret)
+            cap = 2 + (run['time_s'] * 1e9 * guard.budget_ppm / dsp.PPM
+                       / guard.switch_ns)
+            assert run['switches'] <= cap, (hw.name, trace.name, run)
+            bare = replay.adaptive(profile.thresholds,
+                                   profile.history_samples,
+                                   profile.interval_s)
+            unguarded.append(bare['time_s'] / best - 1)
+    assert max(unguarded) > 5 * assess.GOAL_REGRET
+
+
+def test_the_guard_does_not_switch_on_noise_or_idle(calibrated):
+    """A random mix every slice and an idle guest: the per-interval
+    oracle (switches priced) finds nothing worth a switch after the
+    start, and the guarded engine makes at most the one a VM started in
+    the wrong mode needs."""
+    for hw, profile in calibrated:
+        for trace in family.unit_family():
+            if trace.name not in ('noise', 'idle'):
+                continue
+            replay = evaluator.Replay(trace, hw)
+            oracle = replay.oracle(profile.interval_s, start=evaluator.HAP)
+            run = replay.adaptive(profile.thresholds,
+                                  profile.history_samples,
+                                  profile.interval_s, guard=profile.guard)
+            assert run['switches'] <= max(oracle['switches'], 1), (
+                hw.name, trace.name, run, oracle)

@@ -1,6 +1,7 @@
 """The cost model, the trace and hardware formats, the evaluator and the
 calibration against the seed papers (all figures are modeled)."""
 
+import dataclasses
 import json
 import math
 
@@ -152,8 +153,8 @@ def test_row_length_does_not_change_the_result():
 
 def test_adaptive_pays_warmup_switch_and_lag():
     """A TLB-heavy workload starts in HAP, leaves after a full window and
-    pays the switch into shadow mode."""
-    profile = profiles.builtin()
+    pays the switch into shadow mode; the paper's rule alone."""
+    profile = dataclasses.replace(profiles.builtin(), guard=None)
     trace = traces.loads(traces.dumps(steady(300)), 't.csv')
     r = evaluator.evaluate(trace, NEHALEM, profile)['policies']
     ad = r['adaptive']
@@ -164,6 +165,21 @@ def test_adaptive_pays_warmup_switch_and_lag():
     assert ad['time_s'] == pytest.approx(ad['time_hap_s']
                                          + ad['time_shadow_s'] + switch)
     assert r['shadow']['time_s'] < ad['time_s'] < r['hap']['time_s']
+
+
+def test_the_guard_leaves_a_mode_over_budget_before_the_window_fills():
+    """The same workload with the shipped profile's switch guard: its
+    first 5 s in HAP cost 30 misses per 1000 instructions at 2e9/s times
+    4 ns = 1.2 s more than shadow mode would have, over the regret budget
+    (0.5 % of at least 100 s: 0.5 s), so the guard goes to the cheaper
+    static mode after one interval instead of the window's three."""
+    profile = profiles.builtin()
+    assert 5 * 2e9 * 30 / 1000 * 4e-9 > 0.005 * 100
+    trace = traces.loads(traces.dumps(steady(300)), 't.csv')
+    r = evaluator.evaluate(trace, NEHALEM, profile)['policies']
+    ad = r['adaptive']
+    assert ad['switches'] == 1
+    assert ad['time_hap_s'] == pytest.approx(profile.interval_s)
 
 
 def test_without_guest_faults_hap_sees_no_data_and_stays():
