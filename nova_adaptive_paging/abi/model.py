@@ -141,7 +141,9 @@ class VmModel:
                           pf_source=spec.PF_SOURCE_NONE)
         self._mode_since = host.clock()
         self._user_faults = None          # last cumulative value written
-        self._user_delta = 0
+        self._user_delta = 0              # saturates at U64_MAX
+        self._user_back = False           # the fed total went back
+        self.vcpus = 1
         self._switched = False            # switched between two samples
         self._sampled_at = host.clock()   # the timer's last sample
         self.engine = self._new_engine()
@@ -249,9 +251,14 @@ class VmModel:
     def _write_guest_faults(self, text):
         total = spec.parse_u64(text)
         if self._user_faults is not None:
-            # A smaller total means the guest's counter restarted (reboot).
-            grown = total - self._user_faults
-            self._user_delta += grown if grown >= 0 else total
+            # A smaller total (the guest's counter restarted, or a guest
+            # that lies) makes this interval's count unknown.
+            if total < self._user_faults:
+                self._user_back = True
+            else:
+                self._user_delta = min(
+                    self._user_delta + total - self._user_faults,
+                    dsp.U64_MAX)
         self._user_faults = total
 
     def _write_inject(self, text):
@@ -263,16 +270,24 @@ class VmModel:
         self.sample(*counts, pf_source='inject', elapsed_ns=dsp.U64_MAX)
 
     # -- the sampling timer ------------------------------------------------
-    def guest_faults(self, intercepted):
+    def guest_faults(self, intercepted, elapsed_ns):
         """This interval's guest page faults and where they came from.
 
         User space's counter wins when it has been fed (it counts the same
-        way in both modes); otherwise the intercepted #PF count, if the VM
-        was in shadow mode for the whole interval; otherwise nothing.
+        way in both modes): none if it went back, at most one fault per
+        GUEST_FAULT_MIN_NS of each vCPU; otherwise the intercepted #PF
+        count, if the VM was in shadow mode for the whole interval;
+        otherwise nothing.
         """
         if self._user_faults is not None:
-            delta, self._user_delta = self._user_delta, 0
-            return delta, 'user'
+            bound = elapsed_ns // spec.GUEST_FAULT_MIN_NS * self.vcpus
+            delta, back = self._user_delta, self._user_back
+            self._user_delta, self._user_back = 0, False
+            if back or delta > bound:
+                self.stats['guest_faults_clamped'] += 1
+            if back:
+                return None, spec.PF_SOURCE_NONE
+            return min(delta, bound), 'user'
         if (self.mode == vocabulary.SHADOW and not self._switched
                 and intercepted is not None):
             return intercepted, 'intercept'
@@ -295,14 +310,15 @@ class VmModel:
         interval, so unlike a switch between two samples it does not void
         that interval's count.
         """
-        faults, source = self.guest_faults(intercepted)
+        now = self.host.clock()
+        elapsed = now - self._sampled_at
+        faults, source = self.guest_faults(intercepted, elapsed)
         counted = self._counting
         self.stats['pmu'] = int(counted)
         if not counted:
             instructions = tlb_misses = None
-        now = self.host.clock()
         switched = self.sample(instructions, tlb_misses, faults, source,
-                               now - self._sampled_at)
+                               elapsed)
         self._sampled_at = now
         self._switched = False
         self._counting = self.pmu and self.wants_counters()

@@ -76,6 +76,9 @@ PF_SOURCE_NONE = 'none'
 PF_SOURCES = (PF_SOURCE_NONE, 'user', 'intercept', 'inject')
 
 INTERVAL_MS_RANGE = (100, 3600 * 1000)
+# A guest page fault takes a vCPU at least this long: a fed count beyond
+# it in an interval is cut there (and counted in guest_faults_clamped).
+GUEST_FAULT_MIN_NS = 100
 # Version 2's keys, all required; version 3 adds the switch guard's, which
 # default to dsp.Guard()'s (no per-event costs: the guard caps the rate).
 REQUIRED_THRESHOLD_KEYS = dsp.Thresholds.FIELDS + ('history', 'interval_ms')
@@ -90,6 +93,7 @@ STATS_KEYS = (
     'samples', 'last_rule',
     'last_instructions', 'last_tlb_misses', 'last_page_faults',
     'last_ftlb', 'last_fpf', 'last_pt', 'last_htlb', 'last_hpt',
+    'guest_faults_clamped',
 )
 STATS_WORDS = {'policy': POLICIES, 'mode': MODES, 'pf_source': PF_SOURCES}
 

@@ -110,6 +110,7 @@ class SimVm:
         self.model = host.model.add_sim_vm(
             self.dirname, self, vocabulary.HAP, spec_.can_hap,
             spec_.can_shadow, True)
+        self.model.vcpus = spec_.vcpus
         self._schedule(start_ns)
 
     def _schedule(self, now_ns):

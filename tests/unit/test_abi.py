@@ -107,17 +107,42 @@ def test_a_vm_ruled_out_after_its_policy_goes_back_to_hap(policy, to_hap):
 
 def test_guest_fault_source_precedence():
     vm = make_host().vms['4242-11']
-    assert vm.guest_faults(intercepted=7) == (None, 'none')    # HAP
+    second = 10 ** 9
+    assert vm.guest_faults(7, second) == (None, 'none')    # HAP
     vm.switch('shadow')
     # The interval the switch fell in was partly HAP: its count is partial.
     vm.timer_sample(None, None, intercepted=7)
     assert vm.stats['pf_source'] == 'none'
-    assert vm.guest_faults(intercepted=7) == (7, 'intercept')
+    assert vm.guest_faults(7, second) == (7, 'intercept')
     vm.write('paging_guest_faults', '100')      # baseline only
     vm.write('paging_guest_faults', '130')
-    assert vm.guest_faults(intercepted=7) == (30, 'user')
-    vm.write('paging_guest_faults', '12')       # guest counter restarted
-    assert vm.guest_faults(intercepted=7) == (12, 'user')
+    assert vm.guest_faults(7, second) == (30, 'user')
+    assert vm.stats['guest_faults_clamped'] == 0
+
+
+def test_a_fed_count_that_goes_back_or_beyond_the_vcpus_is_bounded():
+    """A guest page fault takes a vCPU at least 100 ns: in one second two
+    vCPUs cannot fault more than 2 * 10^7 times, whatever the guest
+    reports; a total that went back (a reboot, or a lie) is no data, not
+    a made-up count; the sum never wraps; each case is counted."""
+    vm = make_host().vms['4242-11']
+    vm.vcpus = 2
+    second = 10 ** 9
+    vm.write('paging_guest_faults', '100')
+    vm.write('paging_guest_faults', '12')       # went back
+    assert vm.guest_faults(7, second) == (None, 'none')
+    vm.write('paging_guest_faults', str(dsp.U64_MAX))
+    vm.write('paging_guest_faults', '0')
+    vm.write('paging_guest_faults', str(dsp.U64_MAX))
+    assert vm.guest_faults(7, second) == (None, 'none')
+    vm.write('paging_guest_faults', str(dsp.U64_MAX))   # no increase
+    assert vm.guest_faults(7, second) == (0, 'user')
+    vm.write('paging_guest_faults', '0')
+    vm.write('paging_guest_faults', str(2 * 10 ** 7 + 1))
+    assert vm.guest_faults(7, second) == (None, 'none')
+    vm.write('paging_guest_faults', str(4 * 10 ** 7 + 2))
+    assert vm.guest_faults(7, second) == (2 * 10 ** 7, 'user')
+    assert vm.stats['guest_faults_clamped'] == 4
 
 
 def test_intercepted_faults_drive_the_engine_and_a_forced_switch_voids_them():
