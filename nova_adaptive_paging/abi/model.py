@@ -148,6 +148,11 @@ class VmModel:
         self._sampled_at = host.clock()   # the timer's last sample
         self.engine = self._new_engine()
 
+    def sampled_from(self, at_ns):
+        """Where the timer's first interval starts, when it is not the
+        clock's now (the simulated host starts VMs at modeled times)."""
+        self._sampled_at = at_ns
+
     # -- helpers ---------------------------------------------------------
     def effective_thresholds(self):
         return self.override or self.host.thresholds
@@ -311,7 +316,7 @@ class VmModel:
         that interval's count.
         """
         now = self.host.clock()
-        elapsed = now - self._sampled_at
+        elapsed = max(now - self._sampled_at, 0)     # a monotonic clock
         faults, source = self.guest_faults(intercepted, elapsed)
         counted = self._counting
         self.stats['pmu'] = int(counted)

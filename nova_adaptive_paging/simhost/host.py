@@ -111,6 +111,7 @@ class SimVm:
             self.dirname, self, vocabulary.HAP, spec_.can_hap,
             spec_.can_shadow, True)
         self.model.vcpus = spec_.vcpus
+        self.model.sampled_from(start_ns)
         self._schedule(start_ns)
 
     def _schedule(self, now_ns):
