@@ -3,6 +3,8 @@
 import errno
 import os
 
+from nova_adaptive_paging.abi import spec
+
 
 def decode(data, what):
     """The interface's text is ASCII: anything else is an I/O error of
@@ -24,8 +26,15 @@ class FileTransport:
         return os.path.join(self.root, rel)
 
     def read(self, rel):
-        with open(self._path(rel), 'rb') as f:
-            return decode(f.read(), rel)
+        # One read(2) of a page: the kernel makes a file's text afresh at
+        # each read, so a second read(2) at the first one's end could
+        # return the tail of a newer, longer text (paging_stats while its
+        # counters grow).  Every file of the interface fits in a page.
+        fd = os.open(self._path(rel), os.O_RDONLY)
+        try:
+            return decode(os.read(fd, spec.IO_READ_MAX), rel)
+        finally:
+            os.close(fd)
 
     def write(self, rel, text):
         # One write(2) per value, unbuffered, as the kernel expects.
