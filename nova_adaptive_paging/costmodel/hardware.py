@@ -72,10 +72,9 @@ class Hardware:
                  else vocabulary.HAP)
         return self.cost_s(mode, event) - self.cost_s(other, event)
 
-    def guard(self, budget_ppm=None):
+    def guard(self):
         """The switch guard's prices on this hardware (a dsp.Guard): a
         switch is the dearer direction at the reference working set."""
-        extra = {'budget_ppm': budget_ppm} if budget_ppm is not None else {}
         return dsp.Guard(
             tlb_cost_ps=max(0, round(self.extra_cost_s(
                 vocabulary.HAP, vocabulary.EVENT_TLB_MISS) * 1e12)),
@@ -83,8 +82,7 @@ class Hardware:
                 vocabulary.SHADOW, vocabulary.EVENT_PAGE_FAULT) * 1e12)),
             switch_cost_ns=round(max(
                 self.switch_s(m, self.reference_working_set_mib)
-                for m in MODES) * 1e9),
-            **extra)
+                for m in MODES) * 1e9))
 
     def switch_s(self, to_mode, working_set_mib):
         """Seconds one switch into ``to_mode`` takes (modeled)."""
