@@ -177,6 +177,25 @@ class Suite:
                 self.t.write(rel, original)
             self.expect_error(rel, 'maybe\n', spec.EINVAL)
 
+    def check_walk_events_param(self):
+        rel = spec.param_path(spec.PARAM_WALK_EVENTS)
+        original = self.t.read(rel)
+        spec.parse_walk_events(original)
+        written = 'store=%d load=%d\n' % (0x1049, 0x1008)
+        want = spec.format_walk_events({'load': 0x1008, 'store': 0x1049})
+        try:
+            self.t.write(rel, written)
+            if self.t.read(rel) != want:
+                raise Failure('%s reads %r after %r; expected %r' % (
+                    rel, self.t.read(rel), written, want))
+            top = spec.WALK_CONFIG_MAX
+            for bad in ('load=1', 'store=1', 'load=1 store=2 load=3',
+                        'load=%d store=0' % (top + 1), 'load=0x10 store=0',
+                        'load=1 store=2 walk=3', 'load=-1 store=0', ''):
+                self.expect_error(rel, bad + '\n', spec.EINVAL)
+        finally:
+            self.t.write(rel, original)
+
     # -- per VM ------------------------------------------------------------
     def check_vm_files(self):
         missing = [n for n in spec.VM_FILES
@@ -385,7 +404,7 @@ class Suite:
 CHECKS = [name for name in dir(Suite) if name.startswith('check_')]
 HOST_CHECKS = ('check_discovery', 'check_host_thresholds',
                'check_host_thresholds_rejects_bad_values',
-               'check_bool_params')
+               'check_bool_params', 'check_walk_events_param')
 
 
 def find_vm(transport):

@@ -26,6 +26,7 @@ class HostModel:
         self.thresholds = thresholds      # spec.ThresholdSet
         self.inject = False
         self.pmu_all = False
+        self.walk_events = dict.fromkeys(spec.WALK_EVENT_KEYS, 0)
         self.clock = clock                # () -> monotonic nanoseconds
         self.vms = {}                     # "<pid>-<fd>" -> VmModel
         self.vendor = vendor              # kvm_amd or kvm_intel
@@ -40,6 +41,8 @@ class HostModel:
             return spec.format_bool(self.inject)
         if name == spec.PARAM_PMU_ALL:
             return spec.format_bool(self.pmu_all)
+        if name == spec.PARAM_WALK_EVENTS:
+            return spec.format_walk_events(self.walk_events)
         if name == spec.PARAM_TDP_MMU:
             return 'Y\n'
         _fail(errno.ENOENT, name)
@@ -54,6 +57,8 @@ class HostModel:
                 self.inject = spec.parse_bool(text)
             elif name == spec.PARAM_PMU_ALL:
                 self.pmu_all = spec.parse_bool(text)
+            elif name == spec.PARAM_WALK_EVENTS:
+                self.walk_events = spec.parse_walk_events(text)
             else:
                 _fail(spec.EPERM, '%s is read-only' % name)
         except spec.AbiFormatError as exc:
@@ -99,7 +104,8 @@ class HostModel:
             return list(self.vms)
         if rel.strip('/') == spec.PARAMS_DIR:
             return [spec.PARAM_ABI, spec.PARAM_THRESHOLDS, spec.PARAM_INJECT,
-                    spec.PARAM_PMU_ALL, spec.PARAM_TDP_MMU]
+                    spec.PARAM_PMU_ALL, spec.PARAM_WALK_EVENTS,
+                    spec.PARAM_TDP_MMU]
         if rel.strip('/') == spec.vendor_params_dir(self.vendor):
             return [self._tdp_param()]
         _fail(errno.ENOENT, rel)
@@ -145,6 +151,7 @@ class VmModel:
         self._user_back = False           # the fed total went back
         self.vcpus = 1
         self._switched = False            # switched between two samples
+        self._walking = False             # walk events were named
         self._sampled_at = host.clock()   # the timer's last sample
         self.engine = self._new_engine()
 
@@ -304,13 +311,17 @@ class VmModel:
         decides on them, or on a host that profiles every VM."""
         return self.policy == vocabulary.ADAPTIVE or self.host.pmu_all
 
-    def timer_sample(self, instructions, tlb_misses, intercepted):
+    def timer_sample(self, instructions, tlb_misses, intercepted,
+                     walk_cycles=0):
         """The interval timer: one sample from the guest's counters.
 
-        ``instructions`` and ``tlb_misses`` are what the guest ran this
+        ``instructions``, ``tlb_misses`` and ``walk_cycles`` (what the
+        walk events count, in either mode) are what the guest ran this
         interval; they count only if the VM's counters were open for all
-        of it.  After the sample the timer opens or closes them for the
-        next interval (section 5).  Returns the mode the engine switched
+        of it, the walk cycles only if ``dsp_walk_events`` named an event
+        then, and toward the mode of an interval without a switch.  After
+        the sample the timer opens or closes them for the next interval
+        (section 5).  Returns the mode the engine switched
         to, or None.  A switch the engine makes here starts the next
         interval, so unlike a switch between two samples it does not void
         that interval's count.
@@ -320,6 +331,9 @@ class VmModel:
         faults, source = self.guest_faults(intercepted, elapsed)
         counted = self._counting
         self.stats['pmu'] = int(counted)
+        self.stats['walk_pmu'] = int(counted and self._walking)
+        if self.stats['walk_pmu'] and not self._switched:
+            self.stats['%s_walk_cycles' % self.mode] += walk_cycles
         if not counted:
             instructions = tlb_misses = None
         switched = self.sample(instructions, tlb_misses, faults, source,
@@ -327,6 +341,7 @@ class VmModel:
         self._sampled_at = now
         self._switched = False
         self._counting = self.pmu and self.wants_counters()
+        self._walking = any(self.host.walk_events.values())
         return switched
 
     def sample(self, instructions, tlb_misses, page_faults, pf_source,

@@ -23,6 +23,11 @@ PARAM_THRESHOLDS = 'dsp_thresholds'
 PARAM_INJECT = 'dsp_inject'
 # Perf events on every VM, not only adaptive ones (profiling hosts).
 PARAM_PMU_ALL = 'dsp_pmu_all'
+# The raw PMU configs that count page-walk cycles (nova_adaptive_paging.
+# pmu_events picks them per CPU generation): "load=<u64> store=<u64>".
+PARAM_WALK_EVENTS = 'dsp_walk_events'
+WALK_EVENT_KEYS = ('load', 'store')
+WALK_CONFIG_MAX = 2 ** 32 - 1
 # The bool parameters: what the kernel reads back, and what it takes.
 BOOL_WORDS = {'Y': True, 'N': False, 'y': True, 'n': False,
               '1': True, '0': False}
@@ -93,7 +98,7 @@ STATS_KEYS = (
     'samples', 'last_rule',
     'last_instructions', 'last_tlb_misses', 'last_page_faults',
     'last_ftlb', 'last_fpf', 'last_pt', 'last_htlb', 'last_hpt',
-    'guest_faults_clamped',
+    'guest_faults_clamped', 'shadow_walk_cycles', 'walk_pmu',
 )
 STATS_WORDS = {'policy': POLICIES, 'mode': MODES, 'pf_source': PF_SOURCES}
 
@@ -141,6 +146,39 @@ def parse_word(text, allowed):
     return word
 
 
+def parse_pairs(text, keys, required):
+    """'key=u64 ...' in any order -> {key: int}: each of ``keys`` at
+    most once, every one of ``required``."""
+    pairs = {}
+    for item in text.split():
+        key, sep, value = item.partition('=')
+        if not sep or key not in keys:
+            raise AbiFormatError('unknown item %r; expected %s' % (
+                item, ' '.join(k + '=N' for k in keys)))
+        if key in pairs:
+            raise AbiFormatError('%s given twice' % key)
+        pairs[key] = parse_u64(value)
+    missing = [k for k in required if k not in pairs]
+    if missing:
+        raise AbiFormatError('missing %s' % ', '.join(missing))
+    return pairs
+
+
+def parse_walk_events(text):
+    """dsp_walk_events text -> {load: config, store: config}."""
+    pairs = parse_pairs(text, WALK_EVENT_KEYS, WALK_EVENT_KEYS)
+    for key, value in pairs.items():
+        if value > WALK_CONFIG_MAX:
+            raise AbiFormatError('%s=%d: a raw config is at most %d'
+                                 % (key, value, WALK_CONFIG_MAX))
+    return pairs
+
+
+def format_walk_events(configs):
+    return ' '.join('%s=%d' % (k, configs[k]) for k in WALK_EVENT_KEYS) \
+        + '\n'
+
+
 class ThresholdSet:
     """The six thresholds, history length, interval and switch guard, as
     one value.
@@ -171,19 +209,7 @@ class ThresholdSet:
 
     @classmethod
     def parse(cls, text):
-        pairs = {}
-        for item in text.split():
-            key, sep, value = item.partition('=')
-            if not sep or key not in THRESHOLD_KEYS:
-                raise AbiFormatError('unknown item %r; expected %s'
-                                     % (item, ' '.join(
-                                         k + '=N' for k in THRESHOLD_KEYS)))
-            if key in pairs:
-                raise AbiFormatError('%s given twice' % key)
-            pairs[key] = parse_u64(value)
-        missing = [k for k in REQUIRED_THRESHOLD_KEYS if k not in pairs]
-        if missing:
-            raise AbiFormatError('missing %s' % ', '.join(missing))
+        pairs = parse_pairs(text, THRESHOLD_KEYS, REQUIRED_THRESHOLD_KEYS)
         try:
             thresholds = dsp.Thresholds(
                 **{k: pairs[k] for k in dsp.Thresholds.FIELDS})

@@ -22,9 +22,11 @@ from nova_adaptive_paging.agent import thresholds as thresholdslib
 from nova_adaptive_paging.agent import writer
 from nova_adaptive_paging.host import probe
 from nova_adaptive_paging.host import vm as vmfiles
+from nova_adaptive_paging import pmu_events
 
 LOG = logging.getLogger(__name__)
 PMU_ALL = spec.param_path(spec.PARAM_PMU_ALL)
+WALK_EVENTS = spec.param_path(spec.PARAM_WALK_EVENTS)
 
 
 def reconcile(agent):
@@ -93,6 +95,7 @@ def _host(agent):
                            exc.strerror or exc))
     if agent.abi_version and not agent.read_only:
         ok &= _count_all_guests(agent)
+        ok &= _walk_events(agent)
     agent.caps = probe.detect(agent.transport, agent.generation,
                               agent.thresholds.calibrated)
     traits = agent.caps.traits()
@@ -127,6 +130,35 @@ def _count_all_guests(agent):
                        getattr(exc, 'strerror', None) or exc))
         return False
     agent.ok('count_all_guests')
+    return True
+
+
+def _walk_events(agent):
+    """Bring kvm's dsp_walk_events to this generation's walk-cycle
+    events (none where it has none, or count_walk_cycles is off); False
+    if that failed."""
+    events = pmu_events.walk_events(agent.generation)
+    want = events.configs()
+    if not agent.conf.adaptive_paging.count_walk_cycles:
+        want = dict.fromkeys(want, 0)
+    try:
+        have = spec.parse_walk_events(agent.transport.read(WALK_EVENTS))
+        if have != want:
+            agent.transport.write(WALK_EVENTS,
+                                  spec.format_walk_events(want))
+            LOG.info('%s: %s written (%s)', WALK_EVENTS,
+                     spec.format_walk_events(want).strip(),
+                     events.describe())
+    except (OSError, spec.AbiFormatError) as exc:
+        if not any(want.values()) and isinstance(exc, FileNotFoundError):
+            return True         # no such parameter: nothing to count
+        agent.fail(health.COUNTERS, 'walk_events',
+                   '%s: cannot make it %s (%s): %s' % (
+                       WALK_EVENTS, spec.format_walk_events(want).strip(),
+                       events.describe(),
+                       getattr(exc, 'strerror', None) or exc))
+        return False
+    agent.ok('walk_events')
     return True
 
 

@@ -42,6 +42,8 @@ def show_capabilities():
         % (CONF.adaptive_paging.host_root, vocabulary.KEY_POLICY)))
     for reason in caps.blockers:
         click.echo('cannot switch: %s' % reason)
+    click.echo('page-walk cycles: %s' % probe.walk_cycles(
+        CONF.adaptive_paging.host_root, caps.generation))
     for trait in sorted(caps.traits()):
         click.echo(trait)
 

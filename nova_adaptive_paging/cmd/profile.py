@@ -106,6 +106,8 @@ def table(results, out):
                                       r.new_summary.worst_regret * 100)))
         notes.append('%s: wrote %s' % (r.generation, os.path.join(
             out, '%s.yaml' % r.generation)))
+        if r.costs.miss_s is None:
+            notes.append('%s: %s' % (r.generation, r.costs.miss_note))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ['  '.join(cell.ljust(w) for cell, w in zip(row, widths))
              .rstrip() for row in rows]

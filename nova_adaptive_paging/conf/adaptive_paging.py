@@ -62,6 +62,18 @@ set this on the hosts that profile, not on the whole fleet. The agent
 brings the parameter to this value at every pass; a kernel that cannot
 honour ``True`` is reported as ``agent_errors_total{kind="counters"}``.
 """),
+    cfg.BoolOpt('count_walk_cycles',
+                mutable=True,
+                default=True,
+                help="""
+Have the kernel count the cycles of the guests' page walks (kvm's
+``dsp_walk_events``) with the PMU events this host's CPU generation has
+for them (``nova-paging host capabilities`` names them, or says why there
+are none). The profiler divides them by the TLB misses to learn what a
+miss costs hap paging. They take two more hardware counters per counted
+vCPU, which the guest's own virtual PMU then cannot use; ``False`` frees
+them.
+"""),
 ]
 
 host_opts = [

@@ -61,8 +61,9 @@ _VM_FILE = re.compile(r'%s/(?P<pid>\d+)-\d+/(?P<file>%s)' % (
     re.escape(spec.DEBUGFS_DIR), '|'.join(spec.VM_FILES)))
 _PARAM = re.compile(r'%s/(%s)' % (re.escape(spec.PARAMS_DIR), '|'.join(
     (spec.PARAM_ABI, spec.PARAM_THRESHOLDS, spec.PARAM_INJECT,
-     spec.PARAM_PMU_ALL, spec.PARAM_TDP_MMU))))
-_WRITABLE_PARAMS = (spec.PARAM_THRESHOLDS, spec.PARAM_PMU_ALL)
+     spec.PARAM_PMU_ALL, spec.PARAM_WALK_EVENTS, spec.PARAM_TDP_MMU))))
+_WRITABLE_PARAMS = (spec.PARAM_THRESHOLDS, spec.PARAM_PMU_ALL,
+                    spec.PARAM_WALK_EVENTS)
 _WRITABLE_VM_FILES = (spec.FILE_POLICY, spec.FILE_SWITCH,
                       spec.FILE_THRESHOLDS, spec.FILE_GUEST_FAULTS)
 

@@ -15,6 +15,7 @@ import os
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging import capabilities
 from nova_adaptive_paging.host import files
+from nova_adaptive_paging import pmu_events
 
 TDP_MMU = os.path.join(spec.PARAMS_DIR, spec.PARAM_TDP_MMU)
 AVIC = 'sys/module/kvm_amd/parameters/avic'
@@ -108,6 +109,27 @@ def blockers(root, vendor):
         found.append('%s is 1: Intel PT in host-guest mode needs EPT'
                      % PT_MODE)
     return tuple(found)
+
+
+def walk_cycles(root, generation):
+    """One line: the PMU events that count this generation's page-walk
+    cycles and whether the kernel counts with them, or why it cannot."""
+    events = pmu_events.walk_events(generation)
+    line = '%s: %s' % (generation, events.describe())
+    if not events.counted:
+        return line
+    rel = os.path.join(spec.PARAMS_DIR, spec.PARAM_WALK_EVENTS)
+    text = _read(root, rel)
+    if text is None:
+        return line + '; not counted: the kernel has no %s' % rel
+    try:
+        named = spec.parse_walk_events(text)
+    except spec.AbiFormatError as exc:
+        return line + '; not counted: %s: %s' % (rel, exc)
+    if named != events.configs():
+        return line + '; not counted: %s reads "%s" (the agent writes it ' \
+            'unless [adaptive_paging] count_walk_cycles is off)' % (rel, text)
+    return line + '; counted'
 
 
 def detect(root, generation, calibrated):

@@ -102,7 +102,9 @@ class SimVm:
         self.row, self.off = 0, 0.0
         self.finished = False
         self.stall_ns = 0
-        self.maint_s = self.walk_s = 0.0       # the overhead counters
+        self.maint_s = 0.0                     # the overhead counter
+        self.walk_s = 0.0                      # the walk-cycle events'
+        self.prev_walk = 0
         self.pid_written = None
         self.at_ns = start_ns
         self.next_sample_ns = None
@@ -149,20 +151,18 @@ class SimVm:
             self.finished = True
 
     def _overhead(self, mode, row, native_s):
-        """Charge the kernel's overhead counters for ``native_s`` of the
-        row: what this mode's events cost over the other mode's, as the
-        kernel measures them (faults in shadow mode, walks in hap)."""
+        """Charge ``native_s`` of the row to the kernel's shadow
+        maintenance (what faults cost shadow paging over hap) and to the
+        PMU's walk-cycle events, which count every TLB miss's walk at the
+        mode's cost (the model times the kernel's counters by mode)."""
         hw, trace = self.host.hardware, self.spec.trace
         share = native_s / trace.interval_s[row]
         if mode == vocabulary.SHADOW:
             extra = hw.extra_cost_s(mode, vocabulary.EVENT_PAGE_FAULT)
             self.maint_s += max(extra, 0.0) * trace.page_faults[row] * share
             self.model.stats['shadow_maint_ns'] = int(self.maint_s * 1e9)
-        else:
-            extra = hw.extra_cost_s(mode, vocabulary.EVENT_TLB_MISS)
-            self.walk_s += max(extra, 0.0) * trace.tlb_misses[row] * share
-            self.model.stats['hap_walk_cycles'] = int(self.walk_s
-                                                      * hw.clock_hz)
+        walk = hw.cost_s(mode, vocabulary.EVENT_TLB_MISS)
+        self.walk_s += max(walk, 0.0) * trace.tlb_misses[row] * share
 
     def counters(self):
         """Cumulative (instructions, TLB misses, guest faults) so far."""
@@ -182,6 +182,8 @@ class SimVm:
             cur = self.counters()
             delta = [c - p for c, p in zip(cur, self.prev)]
             self.prev = cur
+            walk = int(self.walk_s * self.host.hardware.clock_hz)
+            walk, self.prev_walk = walk - self.prev_walk, walk
             self._schedule(at)
             if self.host.model.inject:
                 continue            # dsp_inject=Y: the timer does not sample
@@ -191,7 +193,8 @@ class SimVm:
             # it: a switch it makes starts there, and the time before it
             # is the old mode's.
             with self.host.model_time(at):
-                self.model.timer_sample(delta[0], delta[1], delta[2])
+                self.model.timer_sample(delta[0], delta[1], delta[2],
+                                        walk)
         self.advance(now_ns)
 
 

@@ -56,7 +56,8 @@ def _timestamp(obtained):
 # them so that a registry can filter (``?name[]=``) without a scrape.
 GUEST_METRICS = (M.GUEST_INFO, M.GUEST_MODE, M.SWITCHES, M.SWITCHES_REFUSED,
                  M.MODE_SECONDS, M.SWITCHING_SECONDS,
-                 M.SHADOW_MAINTENANCE_SECONDS, M.HAP_WALK_SECONDS, M.SAMPLES,
+                 M.SHADOW_MAINTENANCE_SECONDS, M.HAP_WALK_SECONDS,
+                 M.SHADOW_WALK_SECONDS, M.SAMPLES,
                  M.LAST_FTLB, M.LAST_FPF, M.LAST_PT, M.LAST_RULE,
                  M.GUEST_FAULT_STATS, M.GUEST_FAULTS_CLAMPED,
                  M.GUEST_COUNTERS, M.ADVISED_MODE,
@@ -163,8 +164,9 @@ class Collector(registry.Collector):
                     fam.add_metric([uuid],
                                    stats[metric.source] * metric.scale)
             if hz:
-                fams[M.HAP_WALK_SECONDS.name].add_metric(
-                    [uuid], stats[M.HAP_WALK_SECONDS.source] / hz)
+                for metric in (M.HAP_WALK_SECONDS, M.SHADOW_WALK_SECONDS):
+                    fams[metric.name].add_metric(
+                        [uuid], stats[metric.source] / hz)
         count = family(M.GUESTS)
         for policy, n in policies.items():
             count.add_metric([policy], n)

@@ -26,6 +26,7 @@ class Generation:
         m: dict.fromkeys(M.EVENTS, 0.0) for m in vocabulary.MODES})
     shadow_maint_s: float = 0.0
     hap_walk_s: float = 0.0
+    shadow_walk_s: float = 0.0
     switching_s: float = 0.0
     switches: float = 0.0
     # Spread of the per-host estimates (coefficient of variation).
@@ -84,6 +85,7 @@ def read(client, window, at):
             gen(key).events[mode][event] = n
     for attr, metric in (('shadow_maint_s', M.SHADOW_MAINTENANCE_SECONDS),
                          ('hap_walk_s', M.HAP_WALK_SECONDS),
+                         ('shadow_walk_s', M.SHADOW_WALK_SECONDS),
                          ('switching_s', M.SWITCHING_SECONDS),
                          ('switches', M.SWITCHES)):
         for (key,), n in _one(client, Q.per_generation_increase(

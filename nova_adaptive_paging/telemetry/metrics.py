@@ -94,6 +94,11 @@ HAP_WALK_SECONDS = _m(
     'misses spent in two-dimensional page walks in hap mode (the kernel\'s '
     'hap_walk_cycles over the host\'s clock; 0 where the PMU counts none).',
     GUEST_LABELS, 'hap_walk_cycles')
+SHADOW_WALK_SECONDS = _m(
+    'guest_shadow_walk_seconds_total', COUNTER, 'Time the guest\'s TLB '
+    'misses spent in walks of the shadow page tables in shadow mode (the '
+    'kernel\'s shadow_walk_cycles over the host\'s clock; 0 where the PMU '
+    'counts none).', GUEST_LABELS, 'shadow_walk_cycles')
 SAMPLES = _m('guest_samples_total', COUNTER, 'DSP samples taken of the '
              'guest.', GUEST_LABELS, 'samples')
 LAST_FTLB = _m('guest_last_ftlb', GAUGE, 'TLB misses per 1000 '

@@ -6,9 +6,14 @@ its aggregates):
 1. **Per-event costs**, as the agile-paging paper's Table IV estimates
    them: overhead time over events.  The kernel's shadow-maintenance
    time over the page faults sampled in shadow mode is what a fault
-   costs shadow paging over hap; its nested-walk time over the TLB
-   misses sampled in hap mode is what a miss costs hap over shadow; the
-   switching time over the switches is a switch's mean cost.
+   costs shadow paging over hap; the walk time per TLB miss sampled in
+   hap mode (two-dimensional walks) less that per miss sampled in shadow
+   mode (walks of the shadow tables) is what a miss costs hap over
+   shadow; the switching time over the switches is a switch's mean
+   cost.  The walk times come from PMU events only some CPU generations
+   have (:mod:`nova_adaptive_paging.pmu_events`); a generation without
+   them keeps its shipped profile's TLB-miss cost, and the report says
+   so.
 2. **A cost profile**: the generation's shipped hardware profile (or the
    fallback's) with those three replaced; what telemetry cannot see (CR3
    write costs, instruction rate, working set, the split between the two
@@ -29,6 +34,7 @@ from nova_adaptive_paging.costmodel import hardware as costhw
 from nova_adaptive_paging import cpu
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging import exception
+from nova_adaptive_paging import pmu_events
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.tuning import assess
 from nova_adaptive_paging.tuning import calibrate
@@ -50,8 +56,10 @@ class ProfilerError(exception.Error):
 class Costs:
     """Estimated extra costs per event (seconds)."""
     fault_s: float        # a guest page fault, shadow over hap
-    miss_s: float         # a TLB miss, hap over shadow
+    miss_s: float         # a TLB miss, hap over shadow; None: not counted
     switch_s: float       # one switch, either direction (mean)
+    # Where miss_s comes from, or why the shipped profile's is kept.
+    miss_note: str = ''
 
 
 @dataclasses.dataclass
@@ -74,11 +82,39 @@ class Result:
         return self.reason is None
 
 
+def _miss_cost(g, lacking):
+    """(seconds a TLB miss costs hap over shadow or None, note)."""
+    tlb = vocabulary.EVENT_TLB_MISS
+    misses = {m: g.events[m][tlb] for m in vocabulary.MODES}
+    walk_s = {vocabulary.HAP: g.hap_walk_s,
+              vocabulary.SHADOW: g.shadow_walk_s}
+    events = pmu_events.walk_events(g.key)
+    if not events.counted:
+        return None, ('no page-walk-cycle event on %s (%s): the TLB-miss '
+                      'cost is the shipped profile\'s'
+                      % (g.key, events.reason))
+    short = [m for m in vocabulary.MODES if misses[m] < MIN_MISSES]
+    if short or walk_s[vocabulary.HAP] <= 0:
+        lacking.append('%s TLB misses sampled in hap and shadow mode with '
+                       '%.3g s of two-dimensional walks (needs %d misses '
+                       'in each mode and some walk time, counted by %s)'
+                       % (' and '.join('%d' % misses[m]
+                                       for m in vocabulary.MODES),
+                          walk_s[vocabulary.HAP], MIN_MISSES,
+                          events.describe()))
+        return None, ''
+    per_miss = {m: walk_s[m] / misses[m] for m in vocabulary.MODES}
+    return (per_miss[vocabulary.HAP] - per_miss[vocabulary.SHADOW],
+            'walk cycles per TLB miss, %.4g ns in hap less %.4g ns in '
+            'shadow mode (%s)' % (per_miss[vocabulary.HAP] * 1e9,
+                                  per_miss[vocabulary.SHADOW] * 1e9,
+                                  events.describe()))
+
+
 def estimate(g):
     """:class:`Costs` from one generation's telemetry, or a reason why
     there is too little data (str)."""
     faults = g.events[vocabulary.SHADOW][vocabulary.EVENT_PAGE_FAULT]
-    misses = g.events[vocabulary.HAP][vocabulary.EVENT_TLB_MISS]
     lacking = []
     if g.samples < MIN_SAMPLES:
         lacking.append('%d samples (needs %d)' % (g.samples, MIN_SAMPLES))
@@ -86,19 +122,14 @@ def estimate(g):
         lacking.append('%d page faults sampled in shadow mode with %.3g s '
                        'of shadow maintenance (needs %d faults and some '
                        'time)' % (faults, g.shadow_maint_s, MIN_FAULTS))
-    if misses < MIN_MISSES or g.hap_walk_s <= 0:
-        lacking.append('%d TLB misses sampled in hap mode with %.3g s of '
-                       'nested walks (needs %d misses; the kernel reports '
-                       'walk time only where the PMU counts it)'
-                       % (misses, g.hap_walk_s, MIN_MISSES))
+    miss_s, note = _miss_cost(g, lacking)
     if g.switches < MIN_SWITCHES:
         lacking.append('%d switches (needs %d)' % (g.switches,
                                                    MIN_SWITCHES))
     if lacking:
         return '; '.join(lacking)
-    return Costs(fault_s=g.shadow_maint_s / faults,
-                 miss_s=g.hap_walk_s / misses,
-                 switch_s=g.switching_s / g.switches)
+    return Costs(fault_s=g.shadow_maint_s / faults, miss_s=miss_s,
+                 switch_s=g.switching_s / g.switches, miss_note=note)
 
 
 def cost_profile(base, costs, generation):
@@ -106,7 +137,9 @@ def cost_profile(base, costs, generation):
     hap, shadow = vocabulary.HAP, vocabulary.SHADOW
     miss, fault = vocabulary.EVENT_TLB_MISS, vocabulary.EVENT_PAGE_FAULT
     events = {m: dict(base.event_cost_ns[m]) for m in vocabulary.MODES}
-    events[hap][miss] = base.event_cost_ns[shadow][miss] + costs.miss_s * 1e9
+    if costs.miss_s is not None:
+        events[hap][miss] = (base.event_cost_ns[shadow][miss]
+                             + costs.miss_s * 1e9)
     events[shadow][fault] = (base.event_cost_ns[hap][fault]
                              + costs.fault_s * 1e9)
     ws = base.reference_working_set_mib
@@ -167,13 +200,14 @@ def profile_generation(g, window, url, traces=None):
     confidence = _confidence(g)
     source = ('nova-paging profile, %s over %s: %d hosts, %d guests, %d '
               'samples; estimated extra cost per page fault in shadow mode '
-              '%.4g us, per TLB miss in hap mode %.4g ns, per switch %.4g '
-              'us (%s); other costs from hardware profile %s (modeled); '
-              'calibrated as nova-paging calibrate: interval %d s, history '
-              '%d' % (url, window, g.hosts, g.guests, g.samples,
-                      costs.fault_s * 1e6, costs.miss_s * 1e9,
-                      costs.switch_s * 1e6, confidence, base.name,
-                      report['interval_s'], report['history']))
+              '%.4g us, per TLB miss in hap mode %.4g ns (%s), per switch '
+              '%.4g us (%s); other costs from hardware profile %s '
+              '(modeled); calibrated as nova-paging calibrate: interval %d '
+              's, history %d' % (
+                  url, window, g.hosts, g.guests, g.samples,
+                  costs.fault_s * 1e6, extra_miss_s(hw) * 1e9,
+                  costs.miss_note, costs.switch_s * 1e6, confidence,
+                  base.name, report['interval_s'], report['history']))
     result.profile = dataclasses.replace(
         new, provenance=profiles.Provenance(
             method='profiled', source=source,
@@ -187,6 +221,11 @@ def profile_generation(g, window, url, traces=None):
     result.active_scores, result.active_summary = assess.assess(
         hw, result.active, held_out)
     return result
+
+
+def extra_miss_s(hw):
+    """What a TLB miss costs hap over shadow in cost profile ``hw``."""
+    return hw.extra_cost_s(vocabulary.HAP, vocabulary.EVENT_TLB_MISS)
 
 
 def _confidence(g):

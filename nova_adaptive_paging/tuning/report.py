@@ -209,12 +209,12 @@ def render(results, window, url):
             '<tr><td>TLB miss, hap over shadow</td><td>%.4g ns</td>'
             '<td>%.4g ns</td></tr>'
             '<tr><td>switch (mean)</td><td>%.4g us</td><td>-</td></tr>'
-            '</table>' % (
+            '</table><p>TLB miss: %s.</p>' % (
                 e(_base_name(base, r.generation)), c.fault_s * 1e6,
                 base.extra_cost_s(vocabulary.SHADOW, fault) * 1e6,
-                c.miss_s * 1e9,
+                profiler.extra_miss_s(r.hardware) * 1e9,
                 base.extra_cost_s(vocabulary.HAP, miss) * 1e9,
-                c.switch_s * 1e6))
+                c.switch_s * 1e6, e(c.miss_note)))
         body.append('<p>Active: <code>%s</code><br>Recommended: '
                     '<code>%s</code></p>' % (e(_thresholds_row(r.active)),
                                              e(_thresholds_row(r.profile))))

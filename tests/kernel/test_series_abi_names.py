@@ -39,6 +39,7 @@ def test_words(source):
     assert string_array(source, 'mode_names') == spec.MODES
     assert string_array(source, 'pf_source_names') == spec.PF_SOURCES
     assert string_array(source, 'dsp_keys') == spec.THRESHOLD_KEYS
+    assert string_array(source, 'dsp_walk_keys') == spec.WALK_EVENT_KEYS
 
 
 def test_abi_version_and_parameters(source):
@@ -46,7 +47,8 @@ def test_abi_version_and_parameters(source):
     assert m and int(m.group(1)) == spec.ABI_VERSION
     params = set(re.findall(r'module_param(?:_cb)?\((\w+),', source))
     assert params == {spec.PARAM_ABI, spec.PARAM_THRESHOLDS,
-                      spec.PARAM_INJECT, spec.PARAM_PMU_ALL}
+                      spec.PARAM_INJECT, spec.PARAM_PMU_ALL,
+                      spec.PARAM_WALK_EVENTS}
     ranges = tuple(int(re.search(r'#define DSP_INTERVAL_MS_%s\s+(\d+)' % k,
                                  source).group(1)) for k in ('MIN', 'MAX'))
     assert ranges == spec.INTERVAL_MS_RANGE
