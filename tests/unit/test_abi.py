@@ -335,3 +335,60 @@ def test_vm_thresholds_read_format_round_trips_and_is_strict():
                 'override=1 ' + t.format()):
         with pytest.raises(spec.AbiFormatError):
             spec.parse_vm_thresholds(bad)
+
+
+def test_walk_cycles_count_toward_the_mode_of_a_whole_interval():
+    """dsp_walk_events: the walk cycles of an interval with open counters
+    and a named event go to the mode it ran in; none without a named
+    event, and none for an interval a switch split (section 5)."""
+    host = make_host()
+    vm = host.vms['4242-11']
+    walk = spec.param_path(spec.PARAM_WALK_EVENTS)
+    assert host.read(walk) == 'load=0 store=0\n'
+    vm.write('paging_policy', 'hap')
+    vm.write('paging_policy', 'adaptive')
+    # A walk of the tables is long, and there are few: stay in hap.
+    quiet = dict(instructions=10 ** 9, tlb_misses=10 ** 3, intercepted=0)
+    vm.timer_sample(walk_cycles=7, **quiet)         # counters open here
+    vm.timer_sample(walk_cycles=11, **quiet)        # no event named
+    assert (vm.stats['pmu'], vm.stats['walk_pmu']) == (1, 0)
+    assert vm.stats['hap_walk_cycles'] == 0
+    host.write(walk, 'store=4169 load=4104\n')
+    assert host.read(walk) == 'load=4104 store=4169\n'
+    vm.timer_sample(walk_cycles=13, **quiet)        # events open here
+    vm.timer_sample(walk_cycles=17, **quiet)
+    assert (vm.stats['walk_pmu'], vm.stats['hap_walk_cycles']) == (1, 17)
+    # Counted under shadow too, on a host that profiles every VM.
+    host.write(spec.param_path(spec.PARAM_PMU_ALL), 'Y')
+    vm.write('paging_policy', 'shadow')             # splits the interval
+    vm.timer_sample(walk_cycles=19, **quiet)
+    vm.timer_sample(walk_cycles=23, **quiet)
+    assert (vm.stats['hap_walk_cycles'], vm.stats['shadow_walk_cycles']) \
+        == (17, 23)
+    for bad in ('load=1', 'load=1 store=2 load=3', 'load=4294967296 store=0',
+                'load=0x10 store=0', ''):
+        assert errno_of(host.write, walk, bad) == errno.EINVAL
+    assert host.read(walk) == 'load=4104 store=4169\n'
+
+
+def test_the_walk_event_table_cites_its_events():
+    """Every generation cpu.py knows either has its two walk-cycle events
+    (raw config = event | umask << 8) or a reason; the figures checked
+    here are the Linux 6.12 perf event lists', read independently."""
+    from nova_adaptive_paging import cpu
+    from nova_adaptive_paging import pmu_events
+    known = {'intel-westmere': (0x0408, 0x0449),
+             'intel-ivybridge': (0x8408, 0x0449),
+             'intel-haswell': (0x1008, 0x1049),
+             'intel-icelake-server': (0x1008, 0x1049),
+             'intel-sapphirerapids-server': (0x1012, 0x1013)}
+    for key, (load, store) in known.items():
+        assert pmu_events.walk_events(key).configs() == {
+            'load': load, 'store': store}, key
+    for key in ('intel-nehalem', 'amd-zen3', 'amd-zen4', 'intel-6-999'):
+        events = pmu_events.walk_events(key)
+        assert not events.counted and events.reason, key
+        assert events.configs() == {'load': 0, 'store': 0}
+    for key in cpu.named_keys():
+        events = pmu_events.walk_events(key)
+        assert events.counted or events.reason != pmu_events.UNKNOWN, key

@@ -95,11 +95,12 @@ def start(sim, name, specs, trace='phases-tlb-fault', **kw):
     return sim.start_vm(simhost.VmSpec(name, TRACES[trace], specs, **kw))
 
 
-def agent_for(sim, default=vocabulary.HAP, count_all=False, **kw):
+def agent_for(sim, default=vocabulary.HAP, count_all=False,
+              generation=GENERATION, **kw):
     conf = make_conf(sim.root, sim.libvirt_uri, default, count_all)
     transport = Recording(sim.model)
     kw.setdefault('clock', sim.now_s)
-    return service.Agent(conf, GENERATION, transport=transport, **kw)
+    return service.Agent(conf, generation, transport=transport, **kw)
 
 
 def policy_of(sim, name):
@@ -295,7 +296,7 @@ def test_metrics_over_http_carry_what_the_kernel_reports(sim):
                      if s.labels.get('uuid') == uuid]
         per_host = [s for f in fams.values() for s in f.samples
                     if 'uuid' not in s.labels]
-        assert (len(per_guest), len(per_host)) == (18, 89)
+        assert (len(per_guest), len(per_host)) == (19, 89)
         # The fallback profile was obtained in March 2011 (its first day,
         # 2011-03-01T00:00:00Z).
         assert _value(fams, metrics.PROFILE_OBTAINED) == 1298937600
@@ -398,6 +399,44 @@ def test_a_kernel_that_cannot_count_every_guest_is_reported_once(
               if r.levelname == 'WARNING' and param in r.getMessage()]
     assert warned == ['%s: cannot make it Y (count_all_guests): No such '
                       'file or directory' % param]
+    assert policy_of(sim, 'a') == 'adaptive'
+
+
+def test_the_walk_cycle_events_follow_the_generation_and_the_config(
+        sim, caplog):
+    """The agent names the walk-cycle events of its CPU generation in
+    dsp_walk_events, none where the generation has none or
+    count_walk_cycles is off; a kernel without the parameter is an error
+    only when there is something to count, and the pass goes on."""
+    start(sim, 'a', {'hw:paging': 'adaptive'})
+    param = spec.param_path(spec.PARAM_WALK_EVENTS)
+    zen3 = agent_for(sim)                       # counts walks, not cycles
+    assert zen3.reconcile()
+    assert sim.model.read(param) == 'load=0 store=0\n'
+    assert [w for w in zen3.transport.writes if w[0] == param] == []
+
+    agent = agent_for(sim, generation='intel-icelake-server')
+    assert agent.reconcile() and agent.reconcile()
+    assert [w for w in agent.transport.writes if w[0] == param] == [
+        (param, 'load=4104 store=4169')]
+    agent.conf.set_override('count_walk_cycles', False, 'adaptive_paging')
+    assert agent.reconcile()
+    assert sim.model.read(param) == 'load=0 store=0\n'
+    agent.conf.clear_override('count_walk_cycles', 'adaptive_paging')
+
+    real_read = sim.model.read
+
+    def read(rel):
+        if rel == param:
+            raise FileNotFoundError(2, 'No such file or directory', rel)
+        return real_read(rel)
+    zen3.transport.read = agent.transport.read = read
+    assert zen3.reconcile()                     # nothing to count
+    assert not agent.reconcile()
+    assert agent.errors[health.COUNTERS] == 1
+    warned = [r.getMessage() for r in caplog.records
+              if r.levelname == 'WARNING' and param in r.getMessage()]
+    assert len(warned) == 1 and 'WALK_PENDING' in warned[0], warned
     assert policy_of(sim, 'a') == 'adaptive'
 
 
@@ -1010,11 +1049,16 @@ def test_overhead_counters_over_sampled_events_give_the_per_event_costs(
     """What the profiler divides: the kernel's overhead counters over the
     events of the agent's samples, per mode, come back to the hardware
     profile's extra costs (Nehalem: 10 us a shadow page fault, 4 ns a
-    nested TLB miss), through the agent's clock conversion and /metrics."""
+    nested TLB miss), through the agent's clock conversion and /metrics.
+    The walk cycles come from the events the agent names for an Intel
+    generation that has them (Skylake-SP's WALK_PENDING)."""
     start(sim, 'sh', {'hw:paging': 'shadow'}, trace='fork-exec')
     start(sim, 'hp', {'hw:paging': 'hap'}, trace='mcf')
-    agent = agent_for(sim, count_all=True)      # a profiling host
+    agent = agent_for(sim, count_all=True,      # a profiling host
+                      generation='intel-skylake-server')
     agent.reconcile()
+    assert sim.model.read(spec.param_path(spec.PARAM_WALK_EVENTS)) == \
+        'load=%d store=%d\n' % (0x1008, 0x1049)
     assert agent.cpu_hz == hardware.DEFAULT_CLOCK_HZ   # the sim's cpuinfo
     for _ in range(600):
         run(sim, 1)
@@ -1037,3 +1081,5 @@ def test_overhead_counters_over_sampled_events_give_the_per_event_costs(
     per_miss = total(metrics.HAP_WALK_SECONDS) / misses
     assert per_fault == pytest.approx(10000e-9, rel=0.05)
     assert per_miss == pytest.approx(4e-9, rel=0.05)
+    # Nehalem's model prices a walk of the shadow tables at nothing.
+    assert total(metrics.SHADOW_WALK_SECONDS) == 0

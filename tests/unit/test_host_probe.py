@@ -131,3 +131,27 @@ def test_trait_names_are_placement_safe():
 def test_every_policy_has_one_trait():
     assert set(vocabulary.REQUIRED_TRAIT) == set(P)
     assert len(vocabulary.MODE_TRAITS) == len(P)
+
+
+def test_the_page_walk_line_says_what_counts_walk_cycles_or_why_nothing(
+        tmp_path):
+    walk = spec.param_path(spec.PARAM_WALK_EVENTS)
+    root = host_root(tmp_path, abi=V, module='kvm_intel')
+    line = probe.walk_cycles(root, 'intel-icelake-server')
+    assert 'DTLB_LOAD_MISSES.WALK_PENDING' in line
+    assert line.endswith('not counted: the kernel has no %s' % walk)
+    write(tmp_path, walk, 'load=0 store=0')
+    assert 'not counted: %s reads "load=0 store=0"' % walk in \
+        probe.walk_cycles(root, 'intel-icelake-server')
+    write(tmp_path, walk, 'load=4104 store=4169')
+    assert probe.walk_cycles(root, 'intel-icelake-server').endswith(
+        '; counted')
+    write(tmp_path, walk, 'load=4104')
+    assert 'not counted: %s: missing store' % walk in probe.walk_cycles(
+        root, 'intel-icelake-server')
+    # No such event: said, whatever the kernel has.
+    for key, why in (('amd-zen3', 'not their cycles'),
+                     ('intel-nehalem', 'WALK_COMPLETED'),
+                     ('intel-6-999', 'nobody has looked up')):
+        line = probe.walk_cycles(root, key)
+        assert line.startswith('%s: none: ' % key) and why in line, line
