@@ -242,7 +242,9 @@ class Suite:
                               'switch')
 
     def check_policy_rejects_bad_values(self):
-        for text in ('bogus\n', 'ept\n', '\n', 'hap shadow\n'):
+        # A NUL ends no text: a write is all of its bytes (section 1).
+        for text in ('bogus\n', 'ept\n', '\n', 'hap shadow\n',
+                     'shadow\x00junk\n', 'hap\x00'):
             self.expect_error(self.vm_file(spec.FILE_POLICY), text,
                               spec.EINVAL)
 
@@ -279,6 +281,9 @@ class Suite:
                 raise Failure('%s override did not read back: %r'
                               % (rel, text))
             self.expect_error(rel, 'tlb_upper=1\n', spec.EINVAL)
+            # The set before a NUL is valid; the write is not.
+            self.expect_error(rel, mine.format().rstrip('\n')
+                              + '\x00 history=99\n', spec.EINVAL)
 
     @staticmethod
     def _vm_thresholds(rel, text):
@@ -289,7 +294,8 @@ class Suite:
 
     def check_guest_faults(self):
         rel = self.vm_file(spec.FILE_GUEST_FAULTS)
-        for text in ('abc\n', '-5\n', '1 2\n', '%d\n' % (dsp.U64_MAX + 1)):
+        for text in ('abc\n', '-5\n', '1 2\n', '%d\n' % (dsp.U64_MAX + 1),
+                     '7\x008\n'):
             self.expect_error(rel, text, spec.EINVAL)
 
     def check_inject_needs_switch_on(self):
