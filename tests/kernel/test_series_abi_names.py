@@ -28,8 +28,8 @@ def source(tmp_path_factory):
 
 def string_array(source, name):
     """The string literals of ``static const char * const name[] = {...}``."""
-    m = re.search(r'\b%s\[\]\s*=\s*\{(.*?)\};' % re.escape(name), source,
-                  re.S)
+    m = re.search(r'\b%s\[\w*\]\s*=\s*\{(.*?)\};' % re.escape(name),
+                  source, re.S)
     assert m, '%s not found in %s' % (name, PAGING_SWITCH_C)
     return tuple(re.findall(r'"([^"]*)"', m.group(1)))
 
