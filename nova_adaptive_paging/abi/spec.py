@@ -251,13 +251,17 @@ def format_vm_thresholds(thresholds, override):
 
 
 def parse_stats(text):
-    """paging_stats text -> dict; words stay str, numbers become int."""
+    """paging_stats text -> dict; words stay str, numbers become int.
+    Keys after the last one this version knows are skipped: a kernel
+    adds keys at the end without changing the interface version."""
     stats = {}
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         key, _, value = line.partition(' ')
         if key not in STATS_KEYS:
+            if len(stats) == len(STATS_KEYS):
+                continue
             raise AbiFormatError('line %d: unknown key %r' % (lineno, key))
         if key in STATS_WORDS:
             stats[key] = parse_word(value, STATS_WORDS[key])

@@ -69,6 +69,18 @@ def test_stats_round_trip():
     assert spec.parse_stats(spec.format_stats(stats)) == stats
 
 
+def test_a_key_added_at_the_end_is_read_past_and_nowhere_else():
+    """The interface adds paging_stats keys at the end within a version:
+    a reader skips what follows the keys it knows, but a key it does not
+    know among them is a kernel it does not understand."""
+    text = make_host().read(VM + 'paging_stats')
+    later = spec.parse_stats(text + 'walk_ns 42\nother_thing 7\n')
+    assert later == spec.parse_stats(text)
+    lines = text.splitlines(True)
+    with pytest.raises(spec.AbiFormatError, match="line 3: unknown key"):
+        spec.parse_stats(''.join(lines[:2] + ['walk_ns 42\n'] + lines[2:]))
+
+
 def test_policy_writes_switch_and_account_time():
     host = make_host()
     host.write(VM + 'paging_policy', 'shadow\n')
