@@ -32,6 +32,8 @@ from nova_adaptive_paging.host import transport as host_transport
 from nova_adaptive_paging.telemetry import metrics
 
 LOG = logging.getLogger(__name__)
+# How soon the loop sees a signal's flag (see Agent._stop).
+SIGNAL_POLL_S = 0.25
 
 
 class Agent:
@@ -74,8 +76,11 @@ class Agent:
         self.cpu_hz = cpu.clock_hz(self.root)
         self.lock = threading.RLock()
         self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._reload = threading.Event()
+        # Set by signal handlers, which must take no lock: one that
+        # interrupts the loop inside an Event's own lock would deadlock
+        # on it.  The loop looks at them every SIGNAL_POLL_S.
+        self._stop = False
+        self._reload = False
         self._said = {}                 # key -> message logged while true
 
     # -- logging a condition once while it lasts -------------------------
@@ -138,21 +143,29 @@ class Agent:
         self._wake.set()
 
     def stop(self):
-        self._stop.set()
-        self._wake.set()
+        """SIGTERM, SIGINT (and any thread): end :meth:`run`."""
+        self._stop = True
 
     def request_reload(self):
         """SIGHUP: reload the configuration and profiles at the next
-        turn of the loop (a signal handler must not take the lock)."""
-        self._reload.set()
-        self._wake.set()
+        turn of the loop (a signal handler must not take a lock)."""
+        self._reload = True
+
+    def _pause(self, seconds):
+        """Wait ``seconds``, or less: until a :meth:`wake` or a signal's
+        flag."""
+        end = time.monotonic() + seconds
+        while not (self._stop or self._reload):
+            left = end - time.monotonic()
+            if left <= 0 or self._wake.wait(min(left, SIGNAL_POLL_S)):
+                return
 
     def reload(self):
         """Re-read the configuration files (oslo.config's mutable
         options change; the others need a restart, as oslo.config
         warns) and the profile directories; a file that does not parse
         or holds a bad value changes nothing."""
-        self._reload.clear()
+        self._reload = False
         try:
             conf_check.reloadable(self.conf)
         except exception.Error as exc:
@@ -173,11 +186,11 @@ class Agent:
     def run(self):
         """Until :meth:`stop` (SIGTERM, SIGINT)."""
         due = 0.0
-        while not self._stop.is_set():
+        while not self._stop:
             interval = self.conf.agent.interval
             now = time.monotonic()
             try:
-                if self._reload.is_set():
+                if self._reload:
                     self.reload()
                     due = 0.0
                 if now >= due or self._wake.is_set() or \
@@ -195,7 +208,7 @@ class Agent:
             retry = self.domains.retry_in()
             if retry is not None:
                 wait = min(wait, retry)
-            self._wake.wait(max(0.0, wait))
+            self._pause(max(0.0, wait))
         self.domains.close()
 
     # -- reconcile -------------------------------------------------------

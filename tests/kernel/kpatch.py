@@ -189,14 +189,16 @@ def assert_memcg(out, report):
     of a switch that another process asked for (the test's own bounds:
     at least 3/4 of them to the VM's, less than 1/4 to the writer's);
     back at hap, they were given back once the vCPU had left shadow
-    paging, not within the second the VM may switch back in (0037), and
-    allocated again by the next switch to shadow paging."""
+    paging (a second vCPU, halted in shadow mode, included: 0046), not
+    within the second the VM may switch back in (0037), and allocated
+    again by the next switch to shadow paging."""
     assert re.search(r'^NAP-RESULT memcg paging_switch_memcg_test PASS',
                      out, re.M), report
     back = re.search(r'^NAP-OUT memcg: back at hap: cgroup vm shrank '
                      r'(-?\d+) bytes after (\d+) samples, (\d+) ms after '
                      r'the switch \(none while the vCPU held shadow '
-                     r'pages\), and grew (-?\d+) bytes on the next switch '
+                     r'pages, a halted one included\), and grew (-?\d+) '
+                     r'bytes on the next switch '
                      r'to shadow paging$', out, re.M)
     assert back, report
     assert int(back.group(1)) >= MEMCG_RMAP_BYTES * 3 // 4, report
@@ -209,12 +211,14 @@ def assert_pmu(out, report):
     (a kprobe counted) only for the vCPU threads of an adaptive VM, or of
     any VM while dsp_pmu_all was set, and for at least the two events the
     interface document names as required (instructions and data-TLB load
-    misses) per vCPU."""
+    misses) per vCPU, plus one for each walk-cycle event dsp_walk_events
+    names (0043)."""
     assert re.search(r'^NAP-RESULT pmu paging_switch_pmu_test PASS', out,
                      re.M), report
     asked = re.search(r'^NAP-OUT pmu: perf events asked for: (\d+) per vCPU '
-                      r'under adaptive or dsp_pmu_all, none at hap, in '
-                      r'shadow mode or without a vCPU thread$', out, re.M)
+                      r'under adaptive or dsp_pmu_all \(plus each walk '
+                      r'event named\), none at hap, in shadow mode or '
+                      r'without a vCPU thread$', out, re.M)
     assert asked and int(asked.group(1)) >= 2, report
 
 

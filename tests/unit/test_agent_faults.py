@@ -377,6 +377,34 @@ def _fuse_usable():
     not _fuse_usable() and not os.environ.get('NAP_REQUIRE_FUSE'),
     reason='needs /dev/fuse, root and fusermount (set NAP_REQUIRE_FUSE=1 '
            'to make this a failure)')
+def test_the_signal_handlers_take_no_lock(sim, start_guest, make_agent):
+    """A signal runs its handler in the main thread between two bytecodes,
+    also while the loop holds its wake-up Event's own (non-reentrant)
+    lock: a handler that set that Event would wait for itself for ever
+    (the agent then ignored SIGTERM, as a CI run showed once).  Here the
+    handlers run while that lock is held, as such a signal would; then
+    the loop ends within a poll of the stop request."""
+    start_guest('a', {'hw:paging': 'shadow'})
+    agent = make_agent()
+    handled = threading.Event()
+
+    def signal_inside_the_lock():
+        with agent._wake._cond:        # where the loop may be interrupted
+            agent.request_reload()
+            agent.stop()
+        handled.set()
+    t = threading.Thread(target=signal_inside_the_lock, daemon=True)
+    t.start()
+    t.join(5)
+    assert handled.is_set(), 'a handler waited for a lock its thread held'
+    loop = threading.Thread(target=agent.run)
+    started = time.monotonic()
+    loop.start()
+    loop.join(10)
+    assert not loop.is_alive()
+    assert time.monotonic() - started < 5
+
+
 def test_sighup_reloads_sigterm_and_sigint_stop(tmp_path):
     """The real ``nova-paging-agent``: SIGHUP applies a changed
     default_policy (and a bad file changes nothing), SIGTERM and SIGINT
