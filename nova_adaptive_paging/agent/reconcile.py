@@ -111,55 +111,45 @@ def _host(agent):
     return ok
 
 
-def _count_all_guests(agent):
-    """Bring kvm's dsp_pmu_all to [adaptive_paging] count_all_guests;
-    False if that failed."""
-    want = agent.conf.adaptive_paging.count_all_guests
+def _bring_param(agent, rel, want, needed, parse, fmt, key, why):
+    """Bring the kvm parameter ``rel`` to ``want`` (``fmt`` writes it,
+    ``parse`` reads it back); False if that failed.  A kernel without the
+    parameter is no failure when ``want`` is not ``needed``: there is
+    nothing to turn on.  ``key`` names the condition for health, ``why``
+    says in the log where ``want`` comes from."""
+    text = fmt(want).strip()
     try:
-        have = spec.parse_bool(agent.transport.read(PMU_ALL))
-        if have != want:
-            agent.transport.write(PMU_ALL, spec.format_bool(want))
-            LOG.info('%s: %s written (count_all_guests)', PMU_ALL,
-                     spec.format_bool(want).strip())
+        if parse(agent.transport.read(rel)) != want:
+            agent.transport.write(rel, fmt(want))
+            LOG.info('%s: %s written (%s)', rel, text, why)
     except (OSError, spec.AbiFormatError) as exc:
-        if not want and isinstance(exc, FileNotFoundError):
-            return True         # no such parameter: nothing to unset
-        agent.fail(health.COUNTERS, 'count_all_guests',
-                   '%s: cannot make it %s (count_all_guests): %s' % (
-                       PMU_ALL, spec.format_bool(want).strip(),
-                       getattr(exc, 'strerror', None) or exc))
+        if not needed and isinstance(exc, FileNotFoundError):
+            return True         # no such parameter: nothing to turn on
+        agent.fail(health.COUNTERS, key, '%s: cannot make it %s (%s): %s' % (
+            rel, text, why, getattr(exc, 'strerror', None) or exc))
         return False
-    agent.ok('count_all_guests')
+    agent.ok(key)
     return True
 
 
+def _count_all_guests(agent):
+    """kvm's dsp_pmu_all from [adaptive_paging] count_all_guests."""
+    want = agent.conf.adaptive_paging.count_all_guests
+    return _bring_param(agent, PMU_ALL, want, want, spec.parse_bool,
+                        spec.format_bool, 'count_all_guests',
+                        'count_all_guests')
+
+
 def _walk_events(agent):
-    """Bring kvm's dsp_walk_events to this generation's walk-cycle
-    events (none where it has none, or count_walk_cycles is off); False
-    if that failed."""
+    """kvm's dsp_walk_events: this generation's walk-cycle events (none
+    where it has none, or count_walk_cycles is off)."""
     events = pmu_events.walk_events(agent.generation)
     want = events.configs()
     if not agent.conf.adaptive_paging.count_walk_cycles:
         want = dict.fromkeys(want, 0)
-    try:
-        have = spec.parse_walk_events(agent.transport.read(WALK_EVENTS))
-        if have != want:
-            agent.transport.write(WALK_EVENTS,
-                                  spec.format_walk_events(want))
-            LOG.info('%s: %s written (%s)', WALK_EVENTS,
-                     spec.format_walk_events(want).strip(),
-                     events.describe())
-    except (OSError, spec.AbiFormatError) as exc:
-        if not any(want.values()) and isinstance(exc, FileNotFoundError):
-            return True         # no such parameter: nothing to count
-        agent.fail(health.COUNTERS, 'walk_events',
-                   '%s: cannot make it %s (%s): %s' % (
-                       WALK_EVENTS, spec.format_walk_events(want).strip(),
-                       events.describe(),
-                       getattr(exc, 'strerror', None) or exc))
-        return False
-    agent.ok('walk_events')
-    return True
+    return _bring_param(agent, WALK_EVENTS, want, any(want.values()),
+                        spec.parse_walk_events, spec.format_walk_events,
+                        'walk_events', events.describe())
 
 
 def _guest(agent, dom):

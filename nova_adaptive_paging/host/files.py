@@ -26,10 +26,11 @@ class FileTransport:
         return os.path.join(self.root, rel)
 
     def read(self, rel):
-        # One read(2) of a page: the kernel makes a file's text afresh at
-        # each read, so a second read(2) at the first one's end could
-        # return the tail of a newer, longer text (paging_stats while its
-        # counters grow).  Every file of the interface fits in a page.
+        # One read(2) of a page: a kernel before series patch 0047 made a
+        # file's text afresh at each read, so a second read(2) at the
+        # first one's end could return the tail of a newer, longer text
+        # (paging_stats while its counters grow).  Every file of the
+        # interface fits in a page.
         fd = os.open(self._path(rel), os.O_RDONLY)
         try:
             return decode(os.read(fd, spec.IO_READ_MAX), rel)
