@@ -16,7 +16,8 @@
 # 4. Configures (x86_64 defconfig + kvm_guest.config + config/kvm-test.config,
 #    plus config/debug.config for --variant debug) and builds bzImage and
 #    modules out of tree with ccache.  With --selftests it also installs
-#    the UAPI headers and builds the static KVM selftests.
+#    the UAPI headers and builds the static KVM selftests.  The test
+#    guest's module guest/fake-hyperv is built beside them.
 #
 # Nothing is written to the checkout: source, objects, ccache and logs
 # live under $NAP_CACHE (default /var/cache/nova-adaptive-paging).
@@ -150,6 +151,11 @@ make -s -j"$JOBS" O="$OBJ" CC="ccache gcc" bzImage modules \
 	> "$OUT/make.log" 2>&1 || { tail -50 "$OUT/make.log" >&2; exit 1; }
 log "kernel built in $(( $(date +%s) - start )) s ($OBJ)"
 grep -E 'warning:' "$OUT/make.log" >&2 || true
+# guest/fake-hyperv: the test guest's stand-in for Hyper-V, built out of
+# tree from a copy (kbuild writes its objects beside the sources).
+rsync -a --delete "$HERE/guest/fake-hyperv/" "$OUT/fake-hyperv/"
+make -s O="$OBJ" M="$OUT/fake-hyperv" CC="ccache gcc" modules \
+	>> "$OUT/make.log" 2>&1 || { tail -20 "$OUT/make.log" >&2; exit 1; }
 
 if [ "$SELFTESTS" = 1 ]; then
 	start=$(date +%s)

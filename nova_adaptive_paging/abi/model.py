@@ -45,6 +45,8 @@ class HostModel:
             return spec.format_walk_events(self.walk_events)
         if name == spec.PARAM_TDP_MMU:
             return 'Y\n'
+        if name == spec.PARAM_SWITCH_SUPPORTED:
+            return spec.format_bool(self.tdp)
         _fail(errno.ENOENT, name)
 
     def write_param(self, name, text):
@@ -105,7 +107,7 @@ class HostModel:
         if rel.strip('/') == spec.PARAMS_DIR:
             return [spec.PARAM_ABI, spec.PARAM_THRESHOLDS, spec.PARAM_INJECT,
                     spec.PARAM_PMU_ALL, spec.PARAM_WALK_EVENTS,
-                    spec.PARAM_TDP_MMU]
+                    spec.PARAM_TDP_MMU, spec.PARAM_SWITCH_SUPPORTED]
         if rel.strip('/') == spec.vendor_params_dir(self.vendor):
             return [self._tdp_param()]
         _fail(errno.ENOENT, rel)
@@ -153,6 +155,8 @@ class VmModel:
         self._switched = False            # switched between two samples
         self._walking = False             # walk events were named
         self._sampled_at = host.clock()   # the timer's last sample
+        self._holds_rmaps = False         # what shadow paging allocated
+        self._hap_since = host.clock()
         self.engine = self._new_engine()
 
     def sampled_from(self, at_ns):
@@ -184,6 +188,10 @@ class VmModel:
             return False
         self._account()
         self.mode = mode
+        if mode == vocabulary.SHADOW:
+            self._holds_rmaps = True
+        else:
+            self._hap_since = self.host.clock()
         self._switched = True
         self.stats['switches_to_%s' % mode] += 1
         self.stats['time_switching_ns'] += cost_ns
@@ -311,6 +319,22 @@ class VmModel:
         decides on them, or on a host that profiles every VM."""
         return self.policy == vocabulary.ADAPTIVE or self.host.pmu_all
 
+    def wants_sampler(self):
+        """Whether the interval timer samples this VM (section 5): while
+        its policy is adaptive or shadow, it runs in shadow mode or holds
+        what shadow paging allocated, or the host profiles every VM; a VM
+        kept at hap by its policy is not sampled."""
+        return (self.policy != vocabulary.HAP or self.wants_counters()
+                or self.mode == vocabulary.SHADOW or self._holds_rmaps)
+
+    def _give_back_rmaps(self, now):
+        # At hap for as long as the engine needs to decide, and at least
+        # a second: the kernel then frees what shadow paging allocated.
+        t = self.effective_thresholds()
+        keep = max(10 ** 9, t.history * t.interval_ms * 10 ** 6)
+        if self.mode == vocabulary.HAP and now - self._hap_since >= keep:
+            self._holds_rmaps = False
+
     def timer_sample(self, instructions, tlb_misses, intercepted,
                      walk_cycles=0):
         """The interval timer: one sample from the guest's counters.
@@ -322,10 +346,13 @@ class VmModel:
         then, and toward the mode of an interval without a switch.  After
         the sample the timer opens or closes them for the next interval
         (section 5).  Returns the mode the engine switched
-        to, or None.  A switch the engine makes here starts the next
+        to, or None; a VM the timer does not sample (wants_sampler())
+        takes nothing.  A switch the engine makes here starts the next
         interval, so unlike a switch between two samples it does not void
         that interval's count.
         """
+        if not self.wants_sampler():
+            return None
         now = self.host.clock()
         elapsed = max(now - self._sampled_at, 0)     # a monotonic clock
         faults, source = self.guest_faults(intercepted, elapsed)
@@ -342,6 +369,7 @@ class VmModel:
         self._switched = False
         self._counting = self.pmu and self.wants_counters()
         self._walking = any(self.host.walk_events.values())
+        self._give_back_rmaps(now)
         return switched
 
     def sample(self, instructions, tlb_misses, page_faults, pf_source,

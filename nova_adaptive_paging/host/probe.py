@@ -18,6 +18,7 @@ from nova_adaptive_paging.host import files
 from nova_adaptive_paging import pmu_events
 
 TDP_MMU = os.path.join(spec.PARAMS_DIR, spec.PARAM_TDP_MMU)
+SWITCH_SUPPORTED = os.path.join(spec.PARAMS_DIR, spec.PARAM_SWITCH_SUPPORTED)
 AVIC = 'sys/module/kvm_amd/parameters/avic'
 PT_MODE = 'sys/module/kvm_intel/parameters/pt_mode'
 LOCKDOWN = 'sys/kernel/security/lockdown'
@@ -102,6 +103,13 @@ def blockers(root, vendor):
     if not tdp_mmu(root):
         found.append('%s is not Y: the series switches only with the TDP '
                      'MMU' % TDP_MMU)
+    elif vendor_tdp(root)[1] and \
+            _read(root, SWITCH_SUPPORTED) not in (None, 'Y'):
+        # Kernels from patch 0049 say what they decided; the one case no
+        # other file shows is KVM on Hyper-V with its enlightened flush.
+        found.append('%s is not Y: the kernel does not switch on this host '
+                     '(on Hyper-V with its enlightened TLB flush; its log '
+                     'says why)' % SWITCH_SUPPORTED)
     if vendor == 'kvm_amd' and avic(root):
         found.append('%s is Y: AVIC maps the APIC through NPT, so no VM '
                      'may leave it' % AVIC)

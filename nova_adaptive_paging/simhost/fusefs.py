@@ -15,8 +15,8 @@ import time
 from nova_adaptive_paging.abi import spec
 
 MOUNT_DIR = 'sys'
-READ_ONLY = {spec.PARAM_ABI, spec.PARAM_TDP_MMU, spec.FILE_MODE,
-             spec.FILE_STATS} | {
+READ_ONLY = {spec.PARAM_ABI, spec.PARAM_TDP_MMU, spec.PARAM_SWITCH_SUPPORTED,
+             spec.FILE_MODE, spec.FILE_STATS} | {
     param for _, param in spec.VENDOR_TDP_PARAMS}
 WRITE_ONLY = {spec.FILE_SWITCH, spec.FILE_GUEST_FAULTS, spec.FILE_INJECT}
 

@@ -178,6 +178,30 @@ def assert_lockdown(out, report):
                          r'<pid>-<fd> name' % run, out, re.M), report
 
 
+def assert_cost(out, report):
+    """paging_switch_cost_test passed: a VM of 4 vCPUs at hap ran no
+    sampler in 5 intervals and its vCPUs got no PDP table (0051, 0052;
+    before them, 4-5 sampler runs and 8 PDP tables, two per vCPU, on
+    both vendors), while dsp_pmu_all, adaptive and shadow were sampled
+    and back at hap the sampler stopped once the rmaps had gone."""
+    assert re.search(r'^NAP-RESULT cost paging_switch_cost_test PASS', out,
+                     re.M), report
+    assert re.search(r'^NAP-OUT cost: hap: no sampler run in 5 intervals, '
+                     r'no PDP table for 4 vCPUs$', out, re.M), report
+
+
+def assert_hyperv_refused(out, report):
+    """With Hyper-V's nested features faked (guest/fake-hyperv: the one
+    thing that cannot exist here), the vendor module installs Hyper-V's
+    enlightened remote TLB flush and KVM offers no switching (0049;
+    before it, paging_switch_supported was Y there, on both vendors);
+    loaded again without the fake, it switches."""
+    assert re.search(r'^NAP-HYPERV paging_switch_supported=N .*no paging '
+                     r'switch with Hyper-V', out, re.M), report
+    assert re.search(r'^NAP-HYPERV after paging_switch_supported=Y$', out,
+                     re.M), report
+
+
 # The rmaps of paging_switch_memcg_test's four 512 MiB memslots: one
 # 8-byte rmap head per 4 KiB page (struct kvm_rmap_head), the 2 MiB and
 # 1 GiB levels left out.

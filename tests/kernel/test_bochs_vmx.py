@@ -15,6 +15,7 @@ paging_switch_access_test (the MMU's permission matrix);
 paging_switch_remap_test (host pages replaced under reading vCPUs while
 the VM switches); paging_switch_memcg_test (whose memory cgroup pays for
 a switch); paging_switch_pmu_test (perf events only for adaptive VMs);
+paging_switch_cost_test (no sampler, no PDP table for a VM at hap);
 paging_switch_abi_test (error codes including the refusal
 of a VM with VMX in CPUID, before and after its policy, statistics, the
 engine under injected samples, the timer, guest page faults counted in
@@ -107,8 +108,10 @@ def test_vmx_switching_under_bochs(guests):
                          r'CPUID' % abi, out, re.M), run.report
         kpatch.assert_abi(out, run.report, run=abi)
     kpatch.assert_lockdown(out, run.report)
+    kpatch.assert_hyperv_refused(out, run.report)
     kpatch.assert_memcg(out, run.report)
     kpatch.assert_pmu(out, run.report)
+    kpatch.assert_cost(out, run.report)
     kpatch.assert_linux_guest(out, run.report, LINUX_MODES, LINUX_ROUNDS)
     assert 'NAP-DMESG' not in out, run.report
     assert rc == 0, run.report
@@ -141,7 +144,7 @@ def test_vmx_half_on_the_debug_kernel():
         'paging_switch_abi_test', 'paging_switch_cr0_test',
         'paging_switch_cr3_test', 'paging_switch_access_test',
         'paging_switch_remap_test', 'paging_switch_memcg_test',
-        'paging_switch_pmu_test'}, run.report
+        'paging_switch_pmu_test', 'paging_switch_cost_test'}, run.report
     assert not [r for r in results if r[2] != 'PASS'], run.report
     storm = re.search(r'^NAP-OUT storm: (\d+) writes, 2 vCPUs: (\d+) to '
                       r'shadow, (\d+) to hap', out, re.M)

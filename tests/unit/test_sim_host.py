@@ -98,12 +98,47 @@ def test_switch_stalls_the_vm(tmp_path):
 
 def test_no_timer_samples_while_injection_is_on(sim):
     vm = start(sim, 'a')
+    vm.model.write(spec.FILE_POLICY, 'adaptive\n')
     sim.model.write('%s/%s' % (spec.PARAMS_DIR, spec.PARAM_INJECT), 'Y\n')
     run(sim, 30)
     assert spec.parse_stats(vm.model.read(spec.FILE_STATS))['samples'] == 0
     sim.model.write('%s/%s' % (spec.PARAMS_DIR, spec.PARAM_INJECT), 'N\n')
     run(sim, 10)
     assert spec.parse_stats(vm.model.read(spec.FILE_STATS))['samples'] == 2
+
+
+def samples(vm):
+    return spec.parse_stats(vm.model.read(spec.FILE_STATS))['samples']
+
+
+def test_only_a_vm_that_needs_it_is_sampled(sim):
+    # The kernel's sampler idles for a VM kept at hap by its policy
+    # (section 5), runs while the host profiles every VM, under the
+    # shadow policy, and after shadow paging until what it allocated is
+    # given back.
+    vm = start(sim, 'a')
+    run(sim, 30)
+    assert samples(vm) == 0
+    pmu_all = '%s/%s' % (spec.PARAMS_DIR, spec.PARAM_PMU_ALL)
+    sim.model.write(pmu_all, 'Y\n')
+    run(sim, 10)
+    sim.model.write(pmu_all, 'N\n')
+    profiled = samples(vm)
+    assert profiled == 2
+    run(sim, 10)
+    assert samples(vm) == profiled
+    vm.model.write(spec.FILE_POLICY, 'shadow\n')
+    run(sim, 10)
+    vm.model.write(spec.FILE_POLICY, 'hap\n')
+    held = samples(vm)
+    assert held == profiled + 2
+    # What shadow paging took is given back once the VM has been at hap
+    # for as long as its engine needs to decide (3 samples of 5 s), at
+    # the third sample; then the sampler idles.
+    run(sim, 30)
+    assert samples(vm) == held + 3
+    run(sim, 30)
+    assert samples(vm) == held + 3
 
 
 def test_without_a_guest_counter_hap_samples_have_no_faults(sim):
