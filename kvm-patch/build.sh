@@ -17,7 +17,7 @@
 #    plus config/debug.config for --variant debug) and builds bzImage and
 #    modules out of tree with ccache.  With --selftests it also installs
 #    the UAPI headers and builds the static KVM selftests.  The test
-#    guest's module guest/fake-hyperv is built beside them.
+#    guest's modules in guest/fakes are built beside them.
 #
 # Nothing is written to the checkout: source, objects, ccache and logs
 # live under $NAP_CACHE (default /var/cache/nova-adaptive-paging).
@@ -151,16 +151,21 @@ make -s -j"$JOBS" O="$OBJ" CC="ccache gcc" bzImage modules \
 	> "$OUT/make.log" 2>&1 || { tail -50 "$OUT/make.log" >&2; exit 1; }
 log "kernel built in $(( $(date +%s) - start )) s ($OBJ)"
 grep -E 'warning:' "$OUT/make.log" >&2 || true
-# guest/fake-hyperv: the test guest's stand-in for Hyper-V, built out of
-# tree from a copy (kbuild writes its objects beside the sources).
-rsync -a --delete "$HERE/guest/fake-hyperv/" "$OUT/fake-hyperv/"
-make -s O="$OBJ" M="$OUT/fake-hyperv" CC="ccache gcc" modules \
+# guest/fakes: the test guest's stand-ins for Hyper-V and for a device
+# without snoop control, built out of tree from a copy (kbuild writes its
+# objects beside the sources).
+rsync -a --delete "$HERE/guest/fakes/" "$OUT/fakes/"
+make -s O="$OBJ" M="$OUT/fakes" CC="ccache gcc" modules \
 	>> "$OUT/make.log" 2>&1 || { tail -20 "$OUT/make.log" >&2; exit 1; }
 
 if [ "$SELFTESTS" = 1 ]; then
 	start=$(date +%s)
 	make -s O="$OBJ" headers_install INSTALL_HDR_PATH="$OUT/usr" \
 		>> "$OUT/make.log" 2>&1
+	ccache gcc -static -O2 -Wall -isystem "$OUT/usr/include" \
+		-o "$OUT/fakes/nap_noncoherent" \
+		"$HERE/guest/fakes/nap_noncoherent.c" >> "$OUT/make.log" 2>&1 ||
+		{ tail -20 "$OUT/make.log" >&2; exit 1; }
 	make -s -j"$JOBS" -C tools/testing/selftests/kvm \
 		OUTPUT="$OUT/selftests" CC="ccache gcc" \
 		KHDR_INCLUDES="-isystem $OUT/usr/include" \

@@ -157,8 +157,10 @@ make_initramfs() {
 		fi
 		cp "$obj/$m" "$root/modules/"
 	done
-	# The Hyper-V stand-in (build.sh builds it into the output directory).
-	cp "$st/../fake-hyperv/nap_fake_hyperv.ko" "$root/modules/"
+	# The stand-ins of guest/fakes and their check (build.sh builds them
+	# beside ST).
+	cp "$st"/../fakes/nap_fake_*.ko "$root/modules/"
+	cp "$st/../fakes/nap_noncoherent" "$root/selftests/"
 	: > "$root/selftests/list"
 	for t in $tests; do
 		f=$st/$t
@@ -175,7 +177,8 @@ make_initramfs() {
 		paging_switch_latency_test paging_switch_cr0_test \
 		paging_switch_cr3_test paging_switch_access_test \
 		paging_switch_remap_test paging_switch_memcg_test \
-		paging_switch_pmu_test paging_switch_cost_test; do
+		paging_switch_pmu_test paging_switch_cost_test \
+		paging_switch_pae_test; do
 		if [ -f "$st/x86_64/$t" ]; then
 			cp "$st/x86_64/$t" "$root/selftests/"
 		fi

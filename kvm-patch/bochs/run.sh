@@ -14,7 +14,7 @@
 # decode assists or virtual VMLOAD/VMSAVE) and loads kvm-amd: a second
 # emulator of the SVM half beside QEMU's TCG.  It runs NPT, not shadow
 # paging: its VMRUN does not load the guest's CR2 from the VMCB, so every
-# #PF KVM injects arrives with a stale CR2 (kvm-patch/README.md, "Known
+# #PF KVM injects arrives with a stale CR2 (kvm-patch/doc/findings.md, "Known
 # failure: a Linux guest OS under nested TCG").
 #
 # --linux boots a Linux guest OS with QEMU/KVM (Debian's kernel,

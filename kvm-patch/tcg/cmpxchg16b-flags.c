@@ -10,7 +10,7 @@
  * which ends a block) and then ADDs leaves the ADD's operand where that
  * stored form keeps the flags: the helper takes the operand for RFLAGS.
  * The pointer below is the one whose low 32 bits a Linux guest's RFLAGS
- * held when its kernel failed (kvm-patch/README.md).
+ * held when its kernel failed (kvm-patch/doc/findings.md).
  *
  *   gcc -O2 -o cmpxchg16b-flags cmpxchg16b-flags.c
  *   ./cmpxchg16b-flags                 # the CPU: 0x2c2, exit 0

@@ -15,7 +15,7 @@
 # --thread is QEMU's TCG threading.  "single" (the default) runs both
 # vCPUs on one host thread, so the gate's TCG host takes one core and
 # Bochs the other; a Linux guest OS stalls there, with or without the
-# series (kvm-patch/README.md, "Known failure: a Linux guest OS under
+# series (kvm-patch/doc/findings.md, "Known failure: a Linux guest OS under
 # nested TCG").  "multi" gives each vCPU a thread of its own, and a core
 # when there is one; a Linux guest OS then keeps its vCPUs on host CPU 1
 # (see below).
@@ -72,7 +72,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 # Multi-threaded, a Linux guest OS runs clear of two defects of QEMU
-# 7.2's TCG (kvm-patch/README.md, "The Linux guest OS under
+# 7.2's TCG (kvm-patch/doc/findings.md, "The Linux guest OS under
 # multi-threaded TCG"): its vCPUs stay off host CPU 0, and a held VM
 # keeps KVM's APIC static branches from being patched.  After the
 # caller's own pairs, which win.
@@ -145,7 +145,7 @@ qrc=0
 # Without CX16: QEMU 7.2's TCG computes CMPXCHG16B's flags from stale
 # condition-code state, and Linux's SLUB fast path, resumed after an exit,
 # got an ADD's operand in RFLAGS (tcg/cmpxchg16b-flags.c shows it;
-# kvm-patch/README.md, "The third defect").  Linux then uses its
+# kvm-patch/doc/findings.md, "The third defect").  Linux then uses its
 # emulation, and so do the nested guests: KVM derives their CPUID from
 # this one.
 timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg,thread="$THREAD" -cpu EPYC,-cx16 \

@@ -190,8 +190,35 @@ def assert_cost(out, report):
                      r'no PDP table for 4 vCPUs$', out, re.M), report
 
 
+def assert_pae(out, report, held):
+    """paging_switch_pae_test passed: a 32-bit PAE guest whose PDPT was
+    changed without a CR3 load read the same word at hap and in shadow
+    mode after the switch, through the PDPTEs the CPU held (@held: VMX,
+    where they are the VMCS's; before 0054 shadow mode re-read memory)
+    or through memory's (SVM with NPT), and its first switch allocated
+    one PDP table."""
+    assert re.search(r'^NAP-RESULT pae paging_switch_pae_test PASS', out,
+                     re.M), report
+    word, source = (('0x11111111', "the CPU's") if held else
+                    ('0x22222222', "memory's"))
+    assert re.search(r'^NAP-OUT pae: PDPT changed without a CR3 load: %s at '
+                     r'hap and in shadow mode \(%s PDPTEs; reserved bit 5 '
+                     r'set by the emulator in \d\); 1 PDP table allocated '
+                     r'by its first switch$' % (word, source), out, re.M), \
+        report
+
+
+def assert_noncoherent_refused(out, report):
+    """A VM in shadow mode given a device that does DMA without snooping
+    (faked, guest/fakes: as VFIO reports one) went back to hap with a hap
+    policy, and a later adaptive policy was refused: two refusals, the
+    revocation and the write (0056)."""
+    assert re.search(r'^NAP-NONCOHERENT before=shadow policy=hap mode=hap '
+                     r'adaptive=EOPNOTSUPP refused=2$', out, re.M), report
+
+
 def assert_hyperv_refused(out, report):
-    """With Hyper-V's nested features faked (guest/fake-hyperv: the one
+    """With Hyper-V's nested features faked (guest/fakes: the one
     thing that cannot exist here), the vendor module installs Hyper-V's
     enlightened remote TLB flush and KVM offers no switching (0049;
     before it, paging_switch_supported was Y there, on both vendors);

@@ -109,9 +109,11 @@ def test_vmx_switching_under_bochs(guests):
         kpatch.assert_abi(out, run.report, run=abi)
     kpatch.assert_lockdown(out, run.report)
     kpatch.assert_hyperv_refused(out, run.report)
+    kpatch.assert_noncoherent_refused(out, run.report)
     kpatch.assert_memcg(out, run.report)
     kpatch.assert_pmu(out, run.report)
     kpatch.assert_cost(out, run.report)
+    kpatch.assert_pae(out, run.report, held=True)
     kpatch.assert_linux_guest(out, run.report, LINUX_MODES, LINUX_ROUNDS)
     assert 'NAP-DMESG' not in out, run.report
     assert rc == 0, run.report
@@ -129,7 +131,7 @@ def test_vmx_half_on_the_debug_kernel():
     and CR3 handling, the permission matrix, host pages replaced under
     reading vCPUs, the memory cgroup and the interface's selftest, with a
     clean kernel log (slow: outside CI; 46 minutes on the series through
-    0040, the permission matrix most of it: kvm-patch/README.md, "The
+    0040, the permission matrix most of it: kvm-patch/doc/findings.md, "The
     debug build under Bochs")."""
     kpatch.build_series('debug')
     run = kpatch.run_guest('bochs', '--variant', 'debug', '--timeout',
@@ -144,7 +146,8 @@ def test_vmx_half_on_the_debug_kernel():
         'paging_switch_abi_test', 'paging_switch_cr0_test',
         'paging_switch_cr3_test', 'paging_switch_access_test',
         'paging_switch_remap_test', 'paging_switch_memcg_test',
-        'paging_switch_pmu_test', 'paging_switch_cost_test'}, run.report
+        'paging_switch_pmu_test', 'paging_switch_cost_test',
+        'paging_switch_pae_test'}, run.report
     assert not [r for r in results if r[2] != 'PASS'], run.report
     storm = re.search(r'^NAP-OUT storm: (\d+) writes, 2 vCPUs: (\d+) to '
                       r'shadow, (\d+) to hap', out, re.M)

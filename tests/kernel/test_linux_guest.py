@@ -17,11 +17,11 @@ boot (test_bochs_vmx.py).  Every mode with five times the workload in
 both hosts: tox -e kvm-linux (NAP_KERNEL_LINUX=1).  The TCG host runs
 multi-threaded (--thread multi): single-threaded, as the selftest boot
 runs, the Linux guest stalls, with or without the series
-(kvm-patch/README.md, "Known failure: a Linux guest OS under nested
+(kvm-patch/doc/findings.md, "Known failure: a Linux guest OS under nested
 TCG").  Multi-threaded, three
 defects of QEMU 7.2's TCG stalled or killed the host or the guest in
 some storm runs; tcg/run.sh keeps the guest clear of them
-(kvm-patch/README.md, "The Linux guest OS under multi-threaded TCG" and
+(kvm-patch/doc/findings.md, "The Linux guest OS under multi-threaded TCG" and
 "The third defect").  Under Bochs, which interprets the Linux guest's
 every instruction as well as the host's, a mode with the longer
 workload takes 15 to 27 minutes (the storm with a flip every 50 ms).

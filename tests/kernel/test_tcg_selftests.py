@@ -86,7 +86,7 @@ def test_selftests_in_every_mode(guests):
     modes = {r[0] for r in results
              if not r[0].startswith('switch-')
              and r[0] not in ('abi', 'abi-lockdown', 'cr0', 'cr3', 'access',
-                              'remap', 'memcg', 'pmu', 'cost')}
+                              'remap', 'memcg', 'pmu', 'cost', 'pae')}
     assert modes == {'hap', 'shadow', 'storm'}, run.report
     failed = [r for r in results if r[2] == 'FAIL']
     assert not failed, run.report
@@ -128,14 +128,17 @@ def test_selftests_in_every_mode(guests):
     kpatch.assert_abi(out, run.report)
     # Locked down: the interface through the VM fd alone.
     kpatch.assert_lockdown(out, run.report)
-    # No switching on Hyper-V's enlightened TLB flush (faked).
+    # No switching on Hyper-V's enlightened TLB flush, none for a VM with
+    # non-coherent DMA (both faked).
     kpatch.assert_hyperv_refused(out, run.report)
+    kpatch.assert_noncoherent_refused(out, run.report)
     # A switch's rmaps charged to the VM's memory cgroup.
     kpatch.assert_memcg(out, run.report)
     # Perf events only for adaptive VMs (or every VM under dsp_pmu_all).
     kpatch.assert_pmu(out, run.report)
     # A VM that does not switch: no sampler, no PDP table.
     kpatch.assert_cost(out, run.report)
+    kpatch.assert_pae(out, run.report, held=False)
     # The interface's conformance suite, run in the guest through debugfs
     # and, locked down, through the VM fd (host.vmfd).
     found = re.findall(r'^NAP-CONFORMANCE (\S+) (\S+) (\S+)', out, re.M)
@@ -299,7 +302,7 @@ def test_switch_storm_on_the_debug_kernel():
         'paging_switch_cr0_test', 'paging_switch_cr3_test',
         'paging_switch_access_test', 'paging_switch_remap_test',
         'paging_switch_memcg_test', 'paging_switch_pmu_test',
-        'paging_switch_cost_test'}, run.report
+        'paging_switch_cost_test', 'paging_switch_pae_test'}, run.report
     # paging_switch_abi_test runs twice: through debugfs, then locked down.
     assert not [r for r in results if r[2] != 'PASS'], run.report
     kpatch.assert_lockdown(out, run.report)
