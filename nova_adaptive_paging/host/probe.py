@@ -90,7 +90,7 @@ def lockdown(root):
     return 'none'
 
 
-def blockers(root, vendor):
+def blockers(root, vendor, tdp):
     """Why the agent could not drive a loaded patch here, one line each.
 
     The series switches only with the TDP MMU; AVIC and Intel PT in
@@ -98,13 +98,14 @@ def blockers(root, vendor):
     (Documentation/paging-switch-abi.rst, section 8).  Kernel lockdown
     is not one: interface version 2 reaches the per-VM files through the
     VM file descriptor (``host.vmfd``), which lockdown leaves open.
+    ``tdp`` is the vendor module's TDP switch, as :func:`vendor_tdp`
+    read it.
     """
     found = []
     if not tdp_mmu(root):
         found.append('%s is not Y: the series switches only with the TDP '
                      'MMU' % TDP_MMU)
-    elif vendor_tdp(root)[1] and \
-            _read(root, SWITCH_SUPPORTED) not in (None, 'Y'):
+    elif tdp and _read(root, SWITCH_SUPPORTED) not in (None, 'Y'):
         # Kernels from patch 0049 say what they decided; the one case no
         # other file shows is KVM on Hyper-V with its enlightened flush.
         found.append('%s is not Y: the kernel does not switch on this host '
@@ -146,4 +147,4 @@ def detect(root, generation, calibrated):
     version = abi_version(root)
     return capabilities.Capabilities(
         version, tdp, generation, calibrated, kvm=vendor is not None,
-        blockers=blockers(root, vendor) if version and vendor else ())
+        blockers=blockers(root, vendor, tdp) if version and vendor else ())
