@@ -38,8 +38,8 @@ VENDOR_TDP_PARAMS = (('kvm_amd', 'npt'), ('kvm_intel', 'ept'))
 # kvm's (upstream, read-only) TDP MMU switch under PARAMS_DIR: the series
 # switches only with the TDP MMU.
 PARAM_TDP_MMU = 'tdp_mmu'
-# Whether the kernel lets VMs on this host switch (read-only, Y/N; kernels
-# before patch 0049 lack it): N where TDP or the TDP MMU is off, and where
+# Whether the kernel lets VMs on this host switch (read-only, Y/N; earlier
+# builds of the series lack it): N where TDP or the TDP MMU is off, and where
 # KVM runs on Hyper-V with its enlightened TLB flush.
 PARAM_SWITCH_SUPPORTED = 'paging_switch_supported'
 

@@ -26,7 +26,7 @@ class FileTransport:
         return os.path.join(self.root, rel)
 
     def read(self, rel):
-        # One read(2) of a page: a kernel before series patch 0047 made a
+        # One read(2) of a page: an earlier build of the series made a
         # file's text afresh at each read, so a second read(2) at the
         # first one's end could return the tail of a newer, longer text
         # (paging_stats while its counters grow).  Every file of the

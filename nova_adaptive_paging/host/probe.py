@@ -106,8 +106,9 @@ def blockers(root, vendor, tdp):
         found.append('%s is not Y: the series switches only with the TDP '
                      'MMU' % TDP_MMU)
     elif tdp and _read(root, SWITCH_SUPPORTED) not in (None, 'Y'):
-        # Kernels from patch 0049 say what they decided; the one case no
-        # other file shows is KVM on Hyper-V with its enlightened flush.
+        # Kernels that have the parameter say what they decided; the one
+        # case no other file shows is KVM on Hyper-V with its enlightened
+        # flush.
         found.append('%s is not Y: the kernel does not switch on this host '
                      '(on Hyper-V with its enlightened TLB flush; its log '
                      'says why)' % SWITCH_SUPPORTED)

@@ -180,9 +180,10 @@ def assert_lockdown(out, report):
 
 def assert_cost(out, report):
     """paging_switch_cost_test passed: a VM of 4 vCPUs at hap ran no
-    sampler in 5 intervals and its vCPUs got no PDP table (0051, 0052;
-    before them, 4-5 sampler runs and 8 PDP tables, two per vCPU, on
-    both vendors), while dsp_pmu_all, adaptive and shadow were sampled
+    sampler in 5 intervals and its vCPUs got no PDP table (before the
+    PDP table was allocated on first use and the sampler could idle,
+    4-5 sampler runs and 8 PDP tables, two per vCPU, on both vendors),
+    while dsp_pmu_all, adaptive and shadow were sampled
     and back at hap the sampler stopped once the rmaps had gone."""
     assert re.search(r'^NAP-RESULT cost paging_switch_cost_test PASS', out,
                      re.M), report
@@ -194,7 +195,7 @@ def assert_pae(out, report, held):
     """paging_switch_pae_test passed: a 32-bit PAE guest whose PDPT was
     changed without a CR3 load read the same word at hap and in shadow
     mode after the switch, through the PDPTEs the CPU held (@held: VMX,
-    where they are the VMCS's; before 0054 shadow mode re-read memory)
+    where they are the VMCS's; an earlier build re-read memory)
     or through memory's (SVM with NPT), and its first switch allocated
     one PDP table."""
     assert re.search(r'^NAP-RESULT pae paging_switch_pae_test PASS', out,
@@ -212,7 +213,7 @@ def assert_noncoherent_refused(out, report):
     """A VM in shadow mode given a device that does DMA without snooping
     (faked, guest/fakes: as VFIO reports one) went back to hap with a hap
     policy, and a later adaptive policy was refused: two refusals, the
-    revocation and the write (0056)."""
+    revocation and the write."""
     assert re.search(r'^NAP-NONCOHERENT before=shadow policy=hap mode=hap '
                      r'adaptive=EOPNOTSUPP refused=2$', out, re.M), report
 
@@ -220,8 +221,8 @@ def assert_noncoherent_refused(out, report):
 def assert_hyperv_refused(out, report):
     """With Hyper-V's nested features faked (guest/fakes: the one
     thing that cannot exist here), the vendor module installs Hyper-V's
-    enlightened remote TLB flush and KVM offers no switching (0049;
-    before it, paging_switch_supported was Y there, on both vendors);
+    enlightened remote TLB flush and KVM offers no switching (in an
+    earlier build paging_switch_supported was Y there, on both vendors);
     loaded again without the fake, it switches."""
     assert re.search(r'^NAP-HYPERV paging_switch_supported=N .*no paging '
                      r'switch with Hyper-V', out, re.M), report
@@ -240,8 +241,8 @@ def assert_memcg(out, report):
     of a switch that another process asked for (the test's own bounds:
     at least 3/4 of them to the VM's, less than 1/4 to the writer's);
     back at hap, they were given back once the vCPU had left shadow
-    paging (a second vCPU, halted in shadow mode, included: 0046), not
-    within the second the VM may switch back in (0037), and allocated
+    paging (a second vCPU, halted in shadow mode, included), not
+    within the second the VM may switch back in, and allocated
     again by the next switch to shadow paging."""
     assert re.search(r'^NAP-RESULT memcg paging_switch_memcg_test PASS',
                      out, re.M), report
@@ -263,7 +264,7 @@ def assert_pmu(out, report):
     any VM while dsp_pmu_all was set, and for at least the two events the
     interface document names as required (instructions and data-TLB load
     misses) per vCPU, plus one for each walk-cycle event dsp_walk_events
-    names (0043)."""
+    names."""
     assert re.search(r'^NAP-RESULT pmu paging_switch_pmu_test PASS', out,
                      re.M), report
     asked = re.search(r'^NAP-OUT pmu: perf events asked for: (\d+) per vCPU '

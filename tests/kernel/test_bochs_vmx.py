@@ -89,7 +89,7 @@ def test_vmx_switching_under_bochs(guests):
     assert re.search(r'^NAP-RESULT cr0 paging_switch_cr0_test PASS', out,
                      re.M), run.report
     # Each flushing only the vCPU's own context, never the whole TLB
-    # (a global INVEPT and INVVPID before 0044).
+    # (an earlier build of the series did a global INVEPT and INVVPID).
     assert re.search(r'^NAP-OUT cr0: 100 cycles of paging off and on .*, '
                      r'no flush of the whole TLB$', out, re.M), run.report
     # CR3 loads in shadow mode exit to KVM on VMX (never with EPT): a
@@ -98,7 +98,7 @@ def test_vmx_switching_under_bochs(guests):
                      re.M), run.report
     # Bochs's Skylake-X offers PCID and INVPCID: the roots are tagged and
     # loaded without flushing, and every way of flushing another PCID's
-    # translations reaches KVM's cached shadow roots (0031).
+    # translations reaches KVM's cached shadow roots.
     assert re.search(r'^NAP-OUT cr3: .*, PCIDs flushed by MOV to CR3, '
                      r'INVLPG and INVPCID types 0-3$', out, re.M), run.report
     kpatch.assert_access_matrix(out, run.report)
@@ -130,9 +130,9 @@ def test_vmx_half_on_the_debug_kernel():
     (kvm-patch/config/debug.config) under Bochs: the storm selftest, CR0
     and CR3 handling, the permission matrix, host pages replaced under
     reading vCPUs, the memory cgroup and the interface's selftest, with a
-    clean kernel log (slow: outside CI; 46 minutes on the series through
-    0040, the permission matrix most of it: kvm-patch/doc/findings.md, "The
-    debug build under Bochs")."""
+    clean kernel log (slow: outside CI; 46 minutes on the series before it
+    was squashed, the permission matrix most of it:
+    kvm-patch/doc/findings.md, "The debug build under Bochs")."""
     kpatch.build_series('debug')
     run = kpatch.run_guest('bochs', '--variant', 'debug', '--timeout',
                            '9000', 'nap.modes=storm',

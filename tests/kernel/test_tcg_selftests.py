@@ -44,10 +44,10 @@ pytestmark = pytest.mark.skipif(not ENABLED,
 # boot), and with the dirty-log and clear-log modes only: its dirty-ring
 # mode failed once under the storm ("Set page 128671 value 3 incorrect
 # (iteration=6)", a page reported dirty holding a value three iterations
-# old).  kvm-patch 0040 fixed a way for a guest's store to miss its page
-# (emulated onto a guest page table); since, the dirty-ring mode passed
-# 6 of 6 runs under the storm (-i 8, about 85 s each), too few to tell
-# whether that was the cause.  The three memstress
+# old).  The series' EMULTYPE_PF_GUEST_WALK fixed a way for a guest's
+# store to miss its page (emulated onto a guest page table); since, the
+# dirty-ring mode passed 6 of 6 runs under the storm (-i 8, about 85 s
+# each), too few to tell whether that was the cause.  The three memstress
 # tests touch 256 MiB instead of their default 1 GiB: still 65,536 4 KiB
 # pages each, every one faulted in through the shadow MMU, in a third of
 # the time (in CI they took 70-170 s each in shadow mode and under the
@@ -104,7 +104,7 @@ def test_selftests_in_every_mode(guests):
     assert re.search(r'^NAP-RESULT switch-\S+ paging_switch_storm_test '
                      r'PASS', out, re.M), run.report
     # Paging off and on in shadow mode, running code with paging off: the
-    # vCPU goes back to NPT meanwhile (0018; before, it kept a root whose
+    # vCPU goes back to NPT meanwhile (an earlier build kept a root whose
     # PDPTEs set bits the APM reserves, which QEMU does not check).
     assert re.search(r'^NAP-RESULT cr0 paging_switch_cr0_test PASS', out,
                      re.M), run.report

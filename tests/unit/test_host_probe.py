@@ -61,7 +61,7 @@ BLOCKED = [
     ('kvm_intel', {'sys/module/kvm_intel/parameters/pt_mode': '1'},
      'Intel PT'),
     # KVM on Hyper-V with its enlightened TLB flush, which only the
-    # kernel's own word shows (patch 0049).
+    # kernel's own word shows.
     ('kvm_intel', {'sys/module/kvm/parameters/paging_switch_supported': 'N'},
      'Hyper-V'),
 ]
