@@ -97,6 +97,12 @@ class Capabilities:
         return {vocabulary.Paging.HAP if self.tdp
                 else vocabulary.Paging.SHADOW}
 
+    @property
+    def host_mode(self):
+        """The mode stock KVM runs every guest in here (the host's pool
+        on a fleet without the switching patch)."""
+        return vocabulary.HAP if self.tdp else vocabulary.SHADOW
+
     def traits(self):
         """Placement traits; the CPU generation is published even when the
         host can give no paging mode, so operators see every host."""

@@ -1,41 +1,68 @@
 """Advisory mode: on a host without the switching patch, what adaptive
-paging would do for each guest, and what it would gain (MODELED).
+paging would do for each guest, and what the guest would gain (MODELED).
 
-The guest runs in hap, as stock KVM with EPT/NPT runs it.  Every
-``[agent] interval`` the agent reads its guest-only instructions and
-dTLB misses (:mod:`.perf`) and its own page-fault count (balloon
-statistics), feeds the same :class:`nova_adaptive_paging.dsp.Engine` the
-kernel runs, with the host generation's thresholds and switch guard (its
-clock: the agent's, between two reads), and charges each
-interval the cost model's difference between hap and the mode the engine
-was in: TLB misses at the hap cost saved, guest page faults at the shadow
-cost paid, and each switch at its cost.  CR3 writes are not counted (no
-counter gives them to user space), so shadow mode is modeled somewhat
-cheaper than it is for guests that switch contexts often.
+The guest runs in the host's mode, as stock KVM runs every guest: hap
+with EPT/NPT on, shadow with ``kvm_intel ept=0`` or ``kvm_amd npt=0``
+(the host's pool, for the fleet strategy of :mod:`nova_adaptive_paging.
+watcher`).  Every ``[agent] interval`` the agent reads its guest-only
+instructions and dTLB misses (:mod:`.perf`) and its own page-fault count
+(balloon statistics), all of which count the same in either mode, and
+charges the interval two modeled figures from the host generation's
+cost model:
+
+* ``gain_s``: what adaptive paging would have saved.  The counts feed
+  the same :class:`nova_adaptive_paging.dsp.Engine` the kernel runs, with
+  the host generation's thresholds and switch guard (its clock: the
+  agent's, between two reads); an interval the engine spends in the
+  other mode saves the cost model's difference for its TLB misses and
+  guest page faults, and each switch costs its price.
+* ``other_s``: what running in the other mode all along would have
+  saved (negative when the host's mode is the better one): the figure
+  the fleet strategy weighs against a live migration to the other pool.
+
+Both need the guest's page-fault count; an interval without it adds
+nothing.  CR3 writes are not counted (no counter gives them to user
+space), so shadow mode is modeled somewhat cheaper than it is for
+guests that switch contexts often.
 """
 
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging import vocabulary
 
 HAP, SHADOW = vocabulary.HAP, vocabulary.SHADOW
+EVENTS = (vocabulary.EVENT_TLB_MISS, vocabulary.EVENT_PAGE_FAULT)
 
 
 class Advisor:
-    def __init__(self, profile, hw, clock):
+    def __init__(self, profile, hw, clock, host_mode=HAP):
+        self.host_mode = host_mode
         self.engine = dsp.Engine(profile.thresholds,
-                                 profile.history_samples, dsp.Mode.HAP,
+                                 profile.history_samples,
+                                 dsp.Mode[host_mode.upper()],
                                  profile.guard)
         self.nominal_ns = profile.interval_s * 10 ** 9
         self.hw = hw
         self.clock = clock              # () -> monotonic seconds
         self.read_at = None
+        self.first_at = None
         self.prev = None
         self.gain_s = 0.0
+        self.other_s = 0.0
         self.samples = 0
 
     @property
     def mode(self):
         return str(self.engine.mode)
+
+    @property
+    def observed_s(self):
+        """How long this agent has watched the guest in this pool."""
+        return 0.0 if self.first_at is None else self.read_at - self.first_at
+
+    def _saved_s(self, d_tlb, d_faults):
+        """Seconds the other mode would have saved on these counts."""
+        return sum(count * self.hw.extra_cost_s(self.host_mode, event)
+                   for event, count in zip(EVENTS, (d_tlb, d_faults)))
 
     def step(self, instructions, tlb_misses, faults):
         """Feed cumulative counts (``faults`` None when the guest reports
@@ -44,6 +71,8 @@ class Advisor:
         prev, self.prev = self.prev, now
         at, last = self.clock(), self.read_at
         self.read_at = at
+        if self.first_at is None:
+            self.first_at = at
         since = at - last if last is not None else 0
         if prev is None or instructions < prev[0] or tlb_misses < prev[1]:
             return self.mode            # first read, or counters restarted
@@ -57,10 +86,11 @@ class Advisor:
         target = str(self.engine.step(dsp.Sample.from_counts(
             d_insns, d_tlb, d_faults), elapsed))
         self.samples += 1
-        if ran_in == SHADOW and d_faults is not None:
-            for event, count in ((vocabulary.EVENT_TLB_MISS, d_tlb),
-                                 (vocabulary.EVENT_PAGE_FAULT, d_faults)):
-                self.gain_s += count * self.hw.extra_cost_s(HAP, event)
+        if d_faults is not None:
+            saved = self._saved_s(d_tlb, d_faults)
+            self.other_s += saved
+            if ran_in != self.host_mode:
+                self.gain_s += saved
         if target != ran_in:
             self.gain_s -= self.hw.switch_s(
                 target, self.hw.reference_working_set_mib)

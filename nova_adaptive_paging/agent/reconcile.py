@@ -183,12 +183,14 @@ def _guest(agent, dom):
         return                          # the host was never read
     if caps.kvm and not caps.switching:
         g.vm = g.target = None
-        if old is not None and old.advisor is not None:
+        if (old is not None and old.advisor is not None
+                and old.advisor.host_mode == caps.host_mode):
             g.advisor, g.counters = old.advisor, old.counters
             g.counters_ok = old.counters_ok
         else:
             g.advisor = advisory.Advisor(agent.thresholds.profile,
-                                         agent.hw, agent.monotonic)
+                                         agent.hw, agent.monotonic,
+                                         caps.host_mode)
         return                          # advisory: nothing to write
     if decision.policy is None or not caps.switching:
         g.vm = g.target = None

@@ -89,6 +89,25 @@ class TraceCounters:
         pass
 
 
+class SimBalloon:
+    """The agent's libvirt domains, with each guest's page-fault count
+    from the simulated guest: what a real guest's virtio-balloon
+    statistics report, which libvirt's test driver cannot (it reports a
+    constant).  The one stand-in of the stock fleet; the rest of the
+    agent's libvirt use is the real test driver."""
+
+    def __init__(self, domains, sim):
+        self.domains = domains
+        self.sim = sim
+
+    def __getattr__(self, name):
+        return getattr(self.domains, name)
+
+    def guest_faults(self, name):
+        vm = self.sim.vms.get(name)
+        return None if vm is None else int(vm.counters()[2])
+
+
 class Fleet:
     def __init__(self, root):
         self.root = root
@@ -96,23 +115,28 @@ class Fleet:
         self.members = []
 
     def add_host(self, name, hardware, generation, vm_specs, profile=None,
-                 stock=False, count_all=True):
+                 stock=False, count_all=True, tdp=True, balloon=False):
         """A host and its guests.  ``count_all``: a profiling host, whose
         kernel counts the events of every guest, not only of adaptive
-        ones (what the profiler's per-event costs divide by)."""
+        ones (what the profiler's per-event costs divide by).  ``stock``:
+        a kernel without the switching series (its agent advises), in
+        the hap pool or, with ``tdp`` off, the shadow pool; ``balloon``:
+        its guests report their page faults (SimBalloon)."""
         root = os.path.join(self.root, name)
         os.makedirs(os.path.join(root, 'profiles'), exist_ok=True)
         sim = simhost.SimHost(root, hardware, profile or profiles.builtin(),
-                              clock=self.clock)
+                              clock=self.clock, tdp=tdp)
         for vm_spec in vm_specs:
             sim.start_vm(vm_spec)
         if stock:
+            conf = agent_conf_for(root, sim.libvirt_uri, count_all=count_all)
             agent = service.Agent(
-                agent_conf_for(root, sim.libvirt_uri, count_all=count_all),
-                generation,
+                conf, generation,
                 transport=StockTransport(sim.model),
                 counters=lambda pid: TraceCounters(sim, pid),
                 clock=sim.now_s)
+            if balloon:
+                agent.domains = SimBalloon(agent.domains, sim)
         else:
             agent = service.Agent(
                 agent_conf_for(root, sim.libvirt_uri, count_all=count_all),
@@ -121,6 +145,21 @@ class Fleet:
         registry.register(collector.Collector(agent))
         self.members.append(Member(name, sim, agent, registry))
         return self.members[-1]
+
+    def member(self, name):
+        return next(m for m in self.members if m.name == name)
+
+    def migrate(self, domain, source, destination, stall_ns=0):
+        """Live-migrate ``domain`` between two members (names), its
+        workload going on after ``stall_ns`` of modeled cost.  Both
+        agents reconnect to libvirt, as its migration events would make
+        them look (a test driver's file is read at connect)."""
+        src, dst = self.member(source), self.member(destination)
+        vm = src.sim.migrate_vm(domain)
+        dst.sim.adopt_vm(vm, stall_ns)
+        for m in (src, dst):
+            m.agent.domains.close()
+            m.agent.reconcile()
 
     def step(self, seconds):
         """``seconds`` of modeled time, then one read by every agent."""

@@ -106,12 +106,16 @@ class SimVm:
         self.walk_s = 0.0                      # the walk-cycle events'
         self.prev_walk = 0
         self.pid_written = None
+        self.finished_at_ns = None
         self.at_ns = start_ns
         self.next_sample_ns = None
         self.prev = (0, 0, 0)
+        # A host that cannot use TDP (a stock kernel's shadow pool) runs
+        # every guest with shadow paging.
         self.model = host.model.add_sim_vm(
-            self.dirname, self, vocabulary.HAP, spec_.can_hap,
-            spec_.can_shadow, True)
+            self.dirname, self,
+            vocabulary.HAP if host.model.tdp else vocabulary.SHADOW,
+            spec_.can_hap, spec_.can_shadow, True)
         self.model.vcpus = spec_.vcpus
         self.model.sampled_from(start_ns)
         self._schedule(start_ns)
@@ -147,8 +151,9 @@ class SimVm:
             budget -= rem
             self.row += 1
             self.off = 0.0
-        if self.row >= n:
+        if self.row >= n and not self.finished:
             self.finished = True
+            self.finished_at_ns = now_ns - int(budget * 1e9)
 
     def _overhead(self, mode, row, native_s):
         """Charge ``native_s`` of the row to the kernel's shadow
@@ -208,7 +213,7 @@ class SimHost:
     SHARED_URI = 'test:///default'
 
     def __init__(self, root, hardware, profile, speed=1.0, clock=None,
-                 shared_libvirt=False):
+                 shared_libvirt=False, tdp=True):
         self.root = os.path.abspath(root)
         # shared_libvirt: the guests are also started and destroyed in
         # the shared test driver, so that an agent in this process sees
@@ -226,8 +231,9 @@ class SimHost:
         self._t0 = time.monotonic()
         self._clock = clock or self._accelerated
         self._handled_at = None        # sim ns of the timer being handled
+        # tdp: the vendor module's npt=/ept= (N: every guest shadowed).
         self.model = SimHostModel(spec.ThresholdSet.from_profile(profile),
-                                  self._model_clock)
+                                  self._model_clock, tdp=tdp)
         self.vms = {}                  # domain name -> SimVm
         self.gone = {}                 # domain name -> 'stopped'|'migrated'
         self.lock = threading.RLock()
@@ -308,6 +314,19 @@ class SimHost:
 
     def migrate_vm(self, name):
         return self.stop_vm(name, 'migrated')
+
+    def adopt_vm(self, vm, stall_ns=0):
+        """``vm`` (a SimVm another host let go of with migrate_vm())
+        arrives here live: its workload goes on where it was, in this
+        host's mode, after ``stall_ns`` of modeled migration cost."""
+        with self.lock:
+            vm.advance(self.now_ns())
+            new = self.start_vm(vm.spec)
+            new.row, new.off = vm.row, vm.off
+            new.finished, new.finished_at_ns = vm.finished, vm.finished_at_ns
+            new.prev = new.counters()
+            new.stall_ns = vm.stall_ns + int(stall_ns)
+            return new
 
     # -- what user space sees besides the ABI files --------------------
     def write_layout(self):

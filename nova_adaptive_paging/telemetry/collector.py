@@ -61,8 +61,10 @@ GUEST_METRICS = (M.GUEST_INFO, M.GUEST_MODE, M.SWITCHES, M.SWITCHES_REFUSED,
                  M.LAST_FTLB, M.LAST_FPF, M.LAST_PT, M.LAST_RULE,
                  M.GUEST_FAULT_STATS, M.GUEST_FAULTS_CLAMPED,
                  M.GUEST_COUNTERS, M.ADVISED_MODE,
-                 M.MODELED_GAIN_SECONDS)
-HOST_METRICS = (M.HOST_INFO, M.PROFILE_INFO, M.PROFILE_MISSING,
+                 M.MODELED_GAIN_SECONDS, M.MODELED_OTHER_MODE_GAIN,
+                 M.ADVISED_SECONDS)
+HOST_METRICS = (M.HOST_INFO, M.HOST_PAGING_MODE, M.PROFILE_INFO,
+                M.PROFILE_MISSING,
                 M.PROFILE_THRESHOLD, M.PROFILE_OBTAINED, M.CPU_HZ,
                 M.SAMPLED_EVENTS, M.SAMPLED_FTLB, M.SAMPLED_FPF)
 AGENT_METRICS = (M.ERRORS, M.LAST_RECONCILE)
@@ -106,7 +108,8 @@ class Collector(registry.Collector):
             guests = [(g.domain, g.instance, g.decision, g.vm,
                        (g.fault_stats, g.fault_feed and g.fault_feed.clamped),
                        g.counters_ok,
-                       (g.advisor.mode, g.advisor.gain_s)
+                       (g.advisor.mode, g.advisor.gain_s,
+                        g.advisor.other_s, g.advisor.observed_s)
                        if g.advisor is not None and g.counters_ok else None)
                       for g in agent.guests.values()]
         fams = {m.name: family(m) for m in GUEST_METRICS}
@@ -136,6 +139,9 @@ class Collector(registry.Collector):
                         [uuid, mode], float(advice[0] == mode))
                 fams[M.MODELED_GAIN_SECONDS.name].add_metric([uuid],
                                                              advice[1])
+                fams[M.MODELED_OTHER_MODE_GAIN.name].add_metric([uuid],
+                                                                advice[2])
+                fams[M.ADVISED_SECONDS.name].add_metric([uuid], advice[3])
             if vm is None:
                 continue
             try:
@@ -196,6 +202,11 @@ class Collector(registry.Collector):
         missing = family(M.PROFILE_MISSING)
         missing.add_metric([], float(bool(agent.thresholds.missing)))
         out = [info, prof, missing]
+        if caps is not None and caps.kvm and not caps.switching:
+            pool = family(M.HOST_PAGING_MODE)
+            for mode in vocabulary.MODES:
+                pool.add_metric([mode], float(mode == caps.host_mode))
+            out.append(pool)
         limits = family(M.PROFILE_THRESHOLD)
         for name, value in profile.to_dict()['thresholds'].items():
             limits.add_metric([name], float(value))

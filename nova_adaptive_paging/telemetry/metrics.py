@@ -132,8 +132,23 @@ MODELED_GAIN_SECONDS = _m('guest_modeled_gain_seconds_total', COUNTER,
                           'Modeled time adaptive paging would have saved '
                           'the guest (cost model, not a measurement).',
                           GUEST_LABELS)
+MODELED_OTHER_MODE_GAIN = _m(
+    'guest_modeled_other_mode_gain_seconds', GAUGE, 'Modeled time the '
+    'guest would have saved running in the other paging mode all along '
+    'since this host\'s agent first saw it; negative when the host\'s '
+    'mode is the better one (advisory hosts; cost model, not a '
+    'measurement).  The fleet strategy weighs it against a live '
+    'migration to the other pool.', GUEST_LABELS)
+ADVISED_SECONDS = _m('guest_advised_seconds', GAUGE, 'How long this '
+                     'host\'s agent has modeled the guest (advisory hosts): '
+                     'the time it has spent in this host\'s pool.',
+                     GUEST_LABELS)
 
 # -- per host ----------------------------------------------------------------
+HOST_PAGING_MODE = _m('host_paging_mode', GAUGE, '1 for the paging mode '
+                      'stock KVM runs every guest in on this host, which '
+                      'cannot switch (its pool: kvm_intel ept= or kvm_amd '
+                      'npt=); absent on hosts that switch.', ('mode',))
 HOST_INFO = _m('host_info', GAUGE, 'Always 1: what this host is (CPU '
                'generation, interface version, whether it can switch or '
                'only advises).',

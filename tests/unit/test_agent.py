@@ -284,7 +284,10 @@ def test_metrics_over_http_carry_what_the_kernel_reports(sim):
         assert seen == stats['samples'] - 1
         # Every family the agent exports on a patched host is there.
         advisory = {metrics.ADVISED_MODE.name,
-                    metrics.MODELED_GAIN_SECONDS.name}
+                    metrics.MODELED_GAIN_SECONDS.name,
+                    metrics.MODELED_OTHER_MODE_GAIN.name,
+                    metrics.ADVISED_SECONDS.name,
+                    metrics.HOST_PAGING_MODE.name}
         for m in metrics.ALL:
             if m.name in advisory:
                 continue
@@ -1002,6 +1005,62 @@ def test_advisory_mode_says_what_adaptive_would_do(sim):
     assert _value(fams, metrics.ADVISED_MODE, uuid=uuid,
                   mode=decided[-1]) == 1
     assert _value(fams, metrics.GUEST_COUNTERS, uuid=uuid) == 1
+
+
+def test_advisory_in_the_shadow_pool_models_what_hap_would_save(tmp_path):
+    """A stock host with npt=0 runs every guest shadowed (the shadow
+    pool): its agent models, from counts that mean the same in both
+    modes, what hap would have saved each guest, and exports it with the
+    host's pool for the fleet strategy."""
+    clock = Clock()
+    sim = simhost.SimHost(str(tmp_path), hardware.resolve('nehalem'),
+                          profiles.builtin(), clock=clock, tdp=False)
+    sim.clock = clock
+    os.makedirs(os.path.join(sim.root, 'profiles'))
+    start(sim, 'faults', {'hw:paging': 'adaptive'}, trace='gcc',
+          guest_faults=False, balloon=True)
+    start(sim, 'tlb', {'hw:paging': 'adaptive'}, trace='mcf',
+          guest_faults=False, balloon=True)
+    agent = agent_for(sim, counters=lambda pid: TraceCounters(sim, pid))
+    stock_kernel(agent)
+    agent.domains = simfleet.SimBalloon(agent.domains, sim)
+    agent.reconcile()
+    assert agent.caps.host_mode == vocabulary.SHADOW
+    assert {sim.model.vms[vm.dirname].mode for vm in sim.vms.values()} == {
+        vocabulary.SHADOW}
+    agent.sample()
+    first = {n: sim.vms[n].counters() for n in sim.vms}
+    for _ in range(24):
+        run(sim, 5)
+        agent.sample()
+    # The oracle: the counts between the agent's first and last read,
+    # priced with the generation's cost data (what shadow costs over hap).
+    hw = hardware.for_generation(GENERATION)
+    saved = {}
+    for name, vm in sim.vms.items():
+        counts = [b - a for a, b in zip(first[name], vm.counters())]
+        saved[name] = sum(
+            n * (hw.cost_s(vocabulary.SHADOW, event)
+                 - hw.cost_s(vocabulary.HAP, event))
+            for n, event in ((counts[1], vocabulary.EVENT_TLB_MISS),
+                             (counts[2], vocabulary.EVENT_PAGE_FAULT)))
+        advisor = agent.guests[name].advisor
+        assert advisor.host_mode == vocabulary.SHADOW
+        assert advisor.other_s == pytest.approx(saved[name], rel=1e-9)
+        assert advisor.observed_s == pytest.approx(120)
+    assert saved['faults'] > 0 > saved['tlb']    # gcc faults, mcf misses
+    assert agent.transport.writes == []
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(collector.Collector(agent))
+    text = prometheus_client.generate_latest(registry).decode()
+    fams = {f.name: f for f in parser.text_string_to_metric_families(text)}
+    assert _value(fams, metrics.HOST_PAGING_MODE, mode='shadow') == 1
+    assert _value(fams, metrics.HOST_PAGING_MODE, mode='hap') == 0
+    for name, vm in sim.vms.items():
+        assert _value(fams, metrics.MODELED_OTHER_MODE_GAIN,
+                      uuid=vm.spec.uuid) == pytest.approx(saved[name])
+        assert _value(fams, metrics.ADVISED_SECONDS,
+                      uuid=vm.spec.uuid) == pytest.approx(120)
 
 
 def test_advisory_mode_without_counters_says_so_once(sim, caplog):

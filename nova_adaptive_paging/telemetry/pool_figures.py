@@ -1,0 +1,66 @@
+"""What the fleet strategy reads from Prometheus: each stock host's pool
+and, per guest on it, how long its agent has modeled it and what the
+other mode would have saved it over the last window (MODELED figures of
+the agents' advisory mode).
+
+Hosts are named by the scraped ``instance`` without its port: the agents
+are scraped as ``<Nova's hypervisor host name>:<port>``
+(dashboards/prometheus/README.md).
+"""
+
+import dataclasses
+
+from nova_adaptive_paging.telemetry import metrics as M
+from nova_adaptive_paging.telemetry import queries as Q
+
+
+@dataclasses.dataclass(frozen=True)
+class GuestFigures:
+    host: str
+    observed_s: float
+    window_gain_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Figures:
+    pools: dict          # host -> vocabulary mode
+    guests: dict         # Nova instance UUID -> GuestFigures
+
+
+def host_name(instance):
+    return instance.rsplit(':', 1)[0] if ':' in instance else instance
+
+
+def pools_expr():
+    return 'max by (%s, mode) (%s == 1)' % (
+        Q.HOST, Q.name(M.HOST_PAGING_MODE))
+
+
+def window_gain_expr(window):
+    """The other mode's modeled gain over the last ``window`` on the
+    guest's present host (a guest that arrived within the window has no
+    value: its series there is younger)."""
+    gain = Q.name(M.MODELED_OTHER_MODE_GAIN)
+    return '%s - %s offset %s' % (gain, gain, window)
+
+
+def read(client, window, at=None):
+    """:class:`Figures` from ``client`` (prometheus_api.Client); raises
+    its PrometheusError when Prometheus cannot answer."""
+    pools = {host_name(labels[Q.HOST]): labels['mode']
+             for labels, _ in client.query(pools_expr(), at)}
+    observed = {(labels[Q.HOST], labels[M.GUEST_LABEL]): value
+                for labels, value in client.query(
+                    Q.name(M.ADVISED_SECONDS), at)}
+    gains = {(labels[Q.HOST], labels[M.GUEST_LABEL]): value
+             for labels, value in client.query(window_gain_expr(window),
+                                               at)}
+    guests = {}
+    for (instance, uuid), seconds in observed.items():
+        gain = gains.get((instance, uuid))
+        known = guests.get(uuid)
+        # A guest seen on two hosts (migrated within the scrape's
+        # staleness): its newest host is the one it has been on least.
+        if known is None or seconds < known.observed_s:
+            guests[uuid] = GuestFigures(host_name(instance), seconds, gain)
+    return Figures(pools, guests)
