@@ -48,23 +48,36 @@ def trait_requested(trait, extra_specs, image_traits=()):
     return trait in _required(extra_specs, image_traits)
 
 
-def flavor_extra_specs(paging_policy):
+def flavor_extra_specs(paging_policy, pools=False):
     """The extra specs that make a flavor ask for ``paging_policy``: its
     ``hw:paging*`` keys and the trait placement must select for, as one
-    pair.  The keys this package owns that are not in the result are the
-    ones to remove (:func:`owned_extra_spec`)."""
+    pair (``pools``: an adaptive flavor for a fleet of paging pools,
+    :func:`adaptive_traits`).  The keys this package owns that are not in
+    the result are the ones to remove (:func:`owned_extra_spec`)."""
     specs = paging_policy.to_extra_specs()
     if paging_policy.paging is not None:
         trait = vocabulary.REQUIRED_TRAIT[paging_policy.paging]
+        if pools and paging_policy.paging == vocabulary.Paging.ADAPTIVE:
+            trait = vocabulary.TRAIT_POOL
         specs[vocabulary.trait_spec_key(trait)] = vocabulary.TRAIT_REQUIRED
     return specs
+
+
+def accepted_traits(paging):
+    """The traits any one of which lets a host take ``paging``: for
+    adaptive, a host that switches or, for a flavor that asks for it in
+    pools, a pool member (TRAIT_POOL)."""
+    traits = {vocabulary.REQUIRED_TRAIT[paging]}
+    if paging == vocabulary.Paging.ADAPTIVE:
+        traits.add(vocabulary.TRAIT_POOL)
+    return traits
 
 
 def owned_extra_spec(key):
     """Whether ``key`` is one of the extra specs :func:`flavor_extra_specs`
     writes for some policy."""
     return key in vocabulary.KEYS or key in {
-        vocabulary.trait_spec_key(t) for t in vocabulary.MODE_TRAITS}
+        vocabulary.trait_spec_key(t) for t in vocabulary.FLAVOR_TRAITS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +91,9 @@ class Capabilities:
     # Why the agent cannot drive a loaded patch on this kernel (one line
     # each, naming the fact): the host then gives what stock KVM gives.
     blockers: tuple = ()
+    # Its operator put this stock host in the fleet's hap or shadow pool
+    # (``[adaptive_paging] pool``).
+    pool: bool = False
 
     @property
     def switching(self):
@@ -106,7 +122,10 @@ class Capabilities:
     def traits(self):
         """Placement traits; the CPU generation is published even when the
         host can give no paging mode, so operators see every host."""
+        in_pool = (self.switching and self.tdp) or (
+            self.kvm and not self.switching and self.pool)
         return ({vocabulary.REQUIRED_TRAIT[m] for m in self.modes}
+                | ({vocabulary.TRAIT_POOL} if in_pool else set())
                 | {vocabulary.cpu_trait(self.generation)}
                 | ({vocabulary.TRAIT_CALIBRATED} if self.calibrated
                    else set()))

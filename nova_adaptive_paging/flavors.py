@@ -14,11 +14,12 @@ from nova_adaptive_paging import capabilities
 from nova_adaptive_paging import policy
 
 
-def plan(current, paging_policy):
+def plan(current, paging_policy, pools=False):
     """``(to_write, to_remove)``: the extra specs that make a flavor whose
     extra specs are ``current`` ask for ``paging_policy`` (None: ask for
-    nothing), leaving every key this package does not own alone."""
-    wanted = (capabilities.flavor_extra_specs(paging_policy)
+    nothing; ``pools``: adaptive in a fleet of paging pools), leaving
+    every key this package does not own alone."""
+    wanted = (capabilities.flavor_extra_specs(paging_policy, pools)
               if paging_policy is not None else {})
     # The result must be a flavor the validators and the filter accept.
     policy.from_extra_specs(wanted)
@@ -30,7 +31,7 @@ def plan(current, paging_policy):
     return to_write, to_remove
 
 
-def set_policy(compute, flavor, paging_policy):
+def set_policy(compute, flavor, paging_policy, pools=False):
     """Make ``flavor`` (name or ID) ask for ``paging_policy`` (None:
     nothing) through the openstacksdk compute proxy ``compute``.
 
@@ -41,7 +42,7 @@ def set_policy(compute, flavor, paging_policy):
     found = compute.find_flavor(flavor, ignore_missing=False)
     current = dict(compute.fetch_flavor_extra_specs(found).extra_specs
                    or {})
-    to_write, to_remove = plan(current, paging_policy)
+    to_write, to_remove = plan(current, paging_policy, pools)
     if to_write:
         compute.create_flavor_extra_specs(found, to_write)
     for key in to_remove:

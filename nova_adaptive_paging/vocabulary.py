@@ -50,12 +50,21 @@ TRAIT_SHADOW = TRAIT_PREFIX + 'SHADOW'
 TRAIT_CALIBRATED = TRAIT_PREFIX + 'PROFILE_CALIBRATED'
 TRAIT_CPU_PREFIX = TRAIT_PREFIX + 'CPU_'
 
+# The host takes adaptive guests in a fleet of paging pools: a stock host
+# its operator put in the hap or the shadow pool (``[adaptive_paging]
+# pool``; the paging_fit Watcher strategy moves such guests between the
+# pools), and every host that switches.  A flavor that asks for adaptive
+# with this trait instead of TRAIT_SWITCHING may land on either.
+TRAIT_POOL = TRAIT_PREFIX + 'POOL'
+
 REQUIRED_TRAIT = {
     Paging.ADAPTIVE: TRAIT_SWITCHING,
     Paging.HAP: TRAIT_HAP,
     Paging.SHADOW: TRAIT_SHADOW,
 }
 MODE_TRAITS = frozenset(REQUIRED_TRAIT.values())
+# The traits a flavor may require for its hw:paging.
+FLAVOR_TRAITS = MODE_TRAITS | {TRAIT_POOL}
 
 # A flavor (or an image property) asks placement for a trait with Nova's
 # ``trait:<NAME>=required``.

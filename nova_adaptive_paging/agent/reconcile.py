@@ -97,7 +97,8 @@ def _host(agent):
         ok &= _count_all_guests(agent)
         ok &= _walk_events(agent)
     agent.caps = probe.detect(agent.transport, agent.generation,
-                              agent.thresholds.calibrated)
+                              agent.thresholds.calibrated,
+                              agent.conf.adaptive_paging.pool)
     traits = agent.caps.traits()
     if (agent.publisher is not None and traits != agent.published
             and not agent.read_only):

@@ -26,7 +26,7 @@ def _first_line(exc):
         type(exc).__name__
 
 
-def _apply(ctx, flavor, paging_policy):
+def _apply(ctx, flavor, paging_policy, pools=False):
     # keystoneauth narrates its retries as warnings; the error line below
     # says what matters.
     logging.getLogger('keystoneauth').setLevel(logging.ERROR)
@@ -36,8 +36,8 @@ def _apply(ctx, flavor, paging_policy):
     from openstack import exceptions as sdk_exceptions
     try:
         conn = openstack.connect(cloud=ctx.obj['cloud'])
-        found, written, removed = flavors.set_policy(conn.compute, flavor,
-                                                     paging_policy)
+        found, written, removed = flavors.set_policy(
+            conn.compute, flavor, paging_policy, pools)
     except (sdk_exceptions.SDKException,
             ks_exceptions.ClientException) as exc:
         common.fail('flavor %s: %s' % (flavor, _first_line(exc)))
@@ -59,16 +59,25 @@ def _apply(ctx, flavor, paging_policy):
               help='hw:paging_interval (adaptive only).')
 @click.option('--profile', metavar='NAME',
               help='hw:paging_profile (adaptive only).')
+@click.option('--pools', is_flag=True,
+              help='Adaptive in a fleet of hap and shadow pools of stock '
+                   'kernels: require CUSTOM_PAGING_POOL, which pool members '
+                   'and switching hosts publish, instead of '
+                   'CUSTOM_PAGING_SWITCHING (doc/source/stock-fleet.rst).')
 @click.pass_context
-def flavor_set(ctx, flavor, paging, interval, profile):
+def flavor_set(ctx, flavor, paging, interval, profile, pools):
     """Write hw:paging (and companions) and its required trait."""
+    if pools and paging != vocabulary.ADAPTIVE:
+        common.fail('--pools: only for --paging %s (a static %s asks '
+                    'for its own mode\'s hosts)' % (vocabulary.ADAPTIVE,
+                                                    paging))
     specs = {vocabulary.KEY_POLICY: paging}
     if interval is not None:
         specs[vocabulary.KEY_INTERVAL] = str(interval)
     if profile is not None:
         specs[vocabulary.KEY_PROFILE] = profile
     wanted = policy.from_extra_specs(specs)
-    _apply(ctx, flavor, wanted)
+    _apply(ctx, flavor, wanted, pools)
 
 
 @flavor_group.command('unset')

@@ -26,7 +26,7 @@ def host_capabilities():
     generation = common.configured_generation()
     found = common.profile_set()
     return probe.detect(CONF.adaptive_paging.host_root, generation,
-                        found.has(generation))
+                        found.has(generation), CONF.adaptive_paging.pool)
 
 
 @host_group.command('capabilities')

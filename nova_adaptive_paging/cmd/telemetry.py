@@ -26,12 +26,15 @@ def telemetry_group():
               default=rules.Config.profile_max_age_days, show_default=True)
 @click.option('--advisory-gain-share', type=click.FloatRange(0, 1),
               default=rules.Config.advisory_gain_share, show_default=True)
+@click.option('--pool-misfit-share', type=click.FloatRange(0, 1),
+              default=rules.Config.pool_misfit_share, show_default=True)
 def generate_cmd(out, check, thrash_switches_per_hour, profile_max_age_days,
-                 advisory_gain_share):
+                 advisory_gain_share, pool_misfit_share):
     """Write the rule files and dashboards from code."""
     config = rules.Config(thrash_switches_per_hour=thrash_switches_per_hour,
                           profile_max_age_days=profile_max_age_days,
-                          advisory_gain_share=advisory_gain_share)
+                          advisory_gain_share=advisory_gain_share,
+                          pool_misfit_share=pool_misfit_share)
     try:
         if check:
             stale = generate.stale(out, config)

@@ -76,6 +76,21 @@ them.
 """),
 ]
 
+pool_opts = [
+    cfg.BoolOpt('pool',
+                mutable=True,
+                default=False,
+                help="""
+This host, whose kernel cannot switch, is in the fleet's hap or shadow
+pool (its ``kvm_intel ept=`` or ``kvm_amd npt=`` decides which): it then
+publishes ``CUSTOM_PAGING_POOL`` and takes guests whose flavor asks for
+``hw:paging=adaptive`` in pools (``nova-paging flavor set --pools``),
+which the ``paging_fit`` Watcher strategy moves to the pool that suits
+them (doc/source/stock-fleet.rst).  Hosts that switch publish the trait
+whatever this says.
+"""),
+]
+
 host_opts = [
     cfg.StrOpt('host_root',
                default='/',
@@ -92,7 +107,7 @@ libvirt connection URI of the local hypervisor.
 """),
 ]
 
-ALL_OPTS = policy_opts + profile_opts + host_opts
+ALL_OPTS = policy_opts + profile_opts + pool_opts + host_opts
 
 
 def register_opts(conf):

@@ -142,10 +142,12 @@ def walk_cycles(root, generation):
     return line + '; counted'
 
 
-def detect(root, generation, calibrated):
-    """Capabilities of the host whose files are under ``root``."""
+def detect(root, generation, calibrated, pool=False):
+    """Capabilities of the host whose files are under ``root``
+    (``pool``: its operator put it in a paging pool)."""
     vendor, tdp = vendor_tdp(root)
     version = abi_version(root)
     return capabilities.Capabilities(
         version, tdp, generation, calibrated, kvm=vendor is not None,
-        blockers=blockers(root, vendor, tdp) if version and vendor else ())
+        blockers=blockers(root, vendor, tdp) if version and vendor else (),
+        pool=pool)

@@ -53,8 +53,9 @@ def require_paging_trait(ctxt, request_spec):
     if wanted.paging is None:
         return False
     trait = vocabulary.REQUIRED_TRAIT[wanted.paging]
-    if capabilities.trait_requested(trait, flavor.extra_specs,
-                                    image_traits(request_spec)):
+    if any(capabilities.trait_requested(t, flavor.extra_specs,
+                                        image_traits(request_spec))
+           for t in capabilities.accepted_traits(wanted.paging)):
         return False
     request_spec.root_required.add(trait)
     LOG.debug('require_paging_trait: flavor %s asks %s=%s; required '

@@ -334,6 +334,28 @@ def advisory():
                      % (M.GUEST_LABEL, M.ADVISED_MODE.name, SHADOW, HOST),
                      '{{%s}}' % M.GUEST_LABEL)], width=12),
             ]),
+            # A fleet of hap and shadow pools, and the paging_fit Watcher
+            # strategy that moves adaptive guests between them.  The moves
+            # it proposes are Watcher's action plans; the ones carried out
+            # show here as guests arriving in a pool.
+            ('Paging pools', [
+                graph('Modeled gain left in each pool (s per hour, '
+                      'modeled)', [('3600 * %s' % R.POOL_GAIN_LEFT,
+                                    '{{mode}} pool')], 's'),
+                graph('Adaptive guests per pool', [
+                    (R.POOL_GUESTS, '{{mode}} pool')]),
+                graph('Guests that arrived within the hour (migrations '
+                      'carried out, new guests)', [
+                          (R.POOL_ARRIVED, '{{mode}} pool')]),
+                graph('Adaptive guests in cool-down', [
+                    (R.POOL_COOLDOWN, '{{mode}} pool')]),
+                table_panel('Modeled gain of the other pool per guest '
+                            '(s per hour; > 0: it should move)', [
+                                ('3600 * %s' % Q.in_pool(
+                                    'deriv(%s[1h])'
+                                    % M.MODELED_OTHER_MODE_GAIN.name),
+                                 None)], width=24),
+            ]),
         ])
 
 

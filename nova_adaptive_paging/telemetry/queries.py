@@ -119,3 +119,20 @@ def remembered_generation():
     whose agent is down still counts in its generation."""
     return 'max by (%s, generation) (last_over_time(%s[%s]))' % (
         HOST, name(M.HOST_INFO), REMEMBER)
+
+
+# -- a fleet of paging pools (stock kernels, the paging_fit strategy) --------
+def host_pool():
+    """One series per stock host in a pool, with its ``mode``."""
+    return 'max by (%s, mode) (%s == 1)' % (HOST, name(M.HOST_PAGING_MODE))
+
+
+def in_pool(expr, adaptive_only=True):
+    """``expr`` (per guest) with its host's pool ``mode`` joined on, for
+    the guests whose flavor asks for adaptive (``adaptive_only``)."""
+    if adaptive_only:
+        expr = '%s * on (%s) group_left () %s' % (
+            _paren(expr), by(*GUEST),
+            selector(M.GUEST_INFO, policy='adaptive'))
+    return '%s * on (%s) group_left (mode) %s' % (_paren(expr), HOST,
+                                                  host_pool())

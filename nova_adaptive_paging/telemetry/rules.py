@@ -11,6 +11,7 @@ import dataclasses
 
 from nova_adaptive_paging.telemetry import metrics as M
 from nova_adaptive_paging.telemetry import queries as Q
+from nova_adaptive_paging.tuning import pool_fit
 
 GUEST = Q.by(*Q.GUEST)
 
@@ -29,6 +30,12 @@ class Config:
     # Advisory hosts: a modeled gain above this share of the guests' time
     # is worth deploying the switching patch for.
     advisory_gain_share: float = 0.05
+    # Paging pools: adaptive guests that would run this much faster in
+    # the other pool (a share of their time, modeled), for hours, are
+    # not being moved; and how long the strategy keeps a guest in a pool
+    # (its cool-down; the dashboard counts the guests inside it).
+    pool_misfit_share: float = 0.02
+    pool_cooldown_s: int = int(pool_fit.Params().cooldown_s)
     # How often the recording rules run (the demo's short fleet runs
     # them more often).
     rule_interval: str = '1m'
@@ -47,9 +54,14 @@ GEN_HAP_WALK = 'generation:nova_paging_hap_walk_seconds:rate5m'
 GEN_MODELED_GAIN = 'generation:nova_paging_modeled_gain_seconds:rate5m'
 GEN_HOSTS = 'generation:nova_paging_hosts:count'
 GEN_COVERAGE = 'generation:nova_paging_agent_coverage:ratio'
+POOL_GAIN_LEFT = 'pool:nova_paging_modeled_gain_left_seconds:deriv1h'
+POOL_GUESTS = 'pool:nova_paging_adaptive_guests:count'
+POOL_ARRIVED = 'pool:nova_paging_guests_arrived:count1h'
+POOL_COOLDOWN = 'pool:nova_paging_guests_in_cooldown:count'
 RECORDED = (SWITCHES_PER_HOUR, MODE_SHARE, GEN_FLAVOR_SWITCHES,
             GEN_FLAVOR_MODE_SHARE, GEN_FLAVOR_SWITCHING, GEN_SHADOW_MAINT,
-            GEN_HAP_WALK, GEN_MODELED_GAIN, GEN_HOSTS, GEN_COVERAGE)
+            GEN_HAP_WALK, GEN_MODELED_GAIN, GEN_HOSTS, GEN_COVERAGE,
+            POOL_GAIN_LEFT, POOL_GUESTS, POOL_ARRIVED, POOL_COOLDOWN)
 
 
 def _per_generation(metric):
@@ -80,6 +92,19 @@ def recording_rules(config=Config()):
         (GEN_COVERAGE, 'avg by (generation) (%s * on (%s) group_left '
          '(generation) %s)' % (Q.agent_up(), Q.HOST,
                                Q.remembered_generation())),
+        # Paging pools: what the adaptive guests of each pool would save
+        # in the other (seconds per second, modeled; only gains count),
+        # how many there are, how many arrived within the hour (live
+        # migrations and new guests) and how many are in cool-down.
+        (POOL_GAIN_LEFT, 'sum by (mode) (%s)' % Q.in_pool(
+            'clamp_min(deriv(%s[1h]), 0)' % M.MODELED_OTHER_MODE_GAIN.name)),
+        (POOL_GUESTS, 'count by (mode) (%s)' % Q.in_pool(
+            Q.selector(M.GUEST_INFO, policy='adaptive'),
+            adaptive_only=False)),
+        (POOL_ARRIVED, 'count by (mode) (%s)' % Q.in_pool(
+            '%s < 3600' % M.ADVISED_SECONDS.name, adaptive_only=False)),
+        (POOL_COOLDOWN, 'count by (mode) (%s)' % Q.in_pool(
+            '%s < %d' % (M.ADVISED_SECONDS.name, config.pool_cooldown_s))),
     ]
     return {'name': 'nova-paging.rules', 'interval': config.rule_interval,
             'rules': [{'record': r, 'expr': e} for r, e in rules]}
@@ -162,6 +187,18 @@ def alerts(config=Config()):
                'save its guests {{ $value | humanizePercentage }} of their '
                'time (modeled): deploy the KVM switching patch there.'
                % Q.HOST),
+        _alert('NovaPagingPoolMisfit',
+               '%s / %s > %g' % (POOL_GAIN_LEFT, POOL_GUESTS,
+                                 c.pool_misfit_share),
+               '6h', 'info',
+               'Adaptive guests stay in the paging pool that suits them '
+               'less.',
+               'The adaptive guests of the {{ $labels.mode }} pool would '
+               'save {{ $value | humanizePercentage }} of their time in '
+               'the other pool (modeled), for six hours: the paging_fit '
+               'strategy is not moving them (its audits do not run, the '
+               'other pool is full, or its budget or margin is too '
+               'tight).'),
     ]}
 
 

@@ -196,6 +196,7 @@ class Site:
             'nova_paging_validation': {'hosts': {'compute-a': {}}},
             'nova_paging_controller': {'hosts': {
                 'controller': hosts['controller']}},
+            'nova_paging_watcher': {'hosts': {'controller': {}}},
             'nova_paging_monitoring': {'hosts': {
                 'monitor': hosts['monitor']}},
             'stock': {'hosts': extra},
@@ -300,7 +301,7 @@ def test_the_built_collection_carries_its_files(site, tmp_path):
 
 def test_every_playbook_passes_the_syntax_check(site):
     for playbook in ('site.yml', 'calibrate.yml', 'validate.yml',
-                     'push-thresholds.yml'):
+                     'push-thresholds.yml', 'pools.yml'):
         done = site.play(playbook, '--syntax-check')
         assert done.returncode == 0, done.stdout + done.stderr
 
@@ -354,6 +355,46 @@ def test_site_installs_and_starts_the_agents_and_a_second_run_changes_nothing(
     assert check.returncode == 0, check.stdout[-4000:]
     assert all(r['changed'] == 0 and r['failed'] == 0
                for r in site.recap(check.stdout).values()), check.stdout
+
+
+def test_pools_persist_each_nodes_parameter_and_configure_the_strategy(
+        site):
+    def edit(hosts):
+        hosts['compute-a']['nova_paging_pool'] = 'shadow'
+        hosts['compute-b']['nova_paging_pool'] = 'hap'
+    inventory = site.write_inventory('pools.yml', edit)
+    done = site.play('pools.yml', inventory=inventory)
+    assert done.returncode == 0, done.stdout[-4000:]
+
+    def persisted(host):
+        with open(os.path.join(site.root(host), 'etc', 'modprobe.d',
+                               'nova-adaptive-paging-pool.conf')) as f:
+            return [line for line in f if line.startswith('options')]
+    # The simulated hosts run kvm_amd with npt on.
+    assert persisted('compute-a') == ['options kvm_amd npt=0\n']
+    assert persisted('compute-b') == ['options kvm_amd npt=1\n']
+    # The shadow pool's host still runs with NPT: the role says so, and
+    # leaves the module (and its guests) alone.
+    assert 'compute-a: kvm_amd runs with npt=Y' in done.stdout
+    assert 'compute-b: kvm_amd runs with' not in done.stdout
+    with open(os.path.join(site.root('compute-a'), 'sys', 'module',
+                           'kvm_amd', 'parameters', 'npt')) as f:
+        assert f.read().strip() == 'Y'
+    with open(os.path.join(site.root('controller'), 'etc', 'watcher',
+                           'watcher.conf.d',
+                           '50-nova-adaptive-paging.conf')) as f:
+        conf = f.read()
+    assert '[watcher_strategies.paging_fit]' in conf
+    assert 'prometheus_url = http://' in conf
+    again = site.play('pools.yml', inventory=inventory)
+    assert again.returncode == 0
+    assert all(r['changed'] == 0 for r in site.recap(again.stdout).values())
+    bad = site.play('pools.yml', '-e', 'nova_paging_pool=ept',
+                    '--limit', 'compute-a', inventory=inventory)
+    assert bad.returncode != 0
+    assert [line for line in bad.stdout.splitlines()
+            if 'pools_pool' in line and 'hap, shadow' in line], \
+        bad.stdout[-3000:]
 
 
 def test_the_scheduler_gets_the_filter_as_nova_reads_its_configuration(

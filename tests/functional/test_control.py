@@ -18,8 +18,9 @@ from tests.functional import base
 
 # What the project must not change, so passes without it too: a flavor
 # without hw:paging, ironic nodes, and the API's validators, which do not
-# depend on the scheduler.
+# depend on the scheduler; and the traits the agents publish.
 INDEPENDENT_TESTS = {
+    'test_pool_members_publish_the_trait',
     'test_no_paging_spec_boots_where_it_always_did',
     'test_baremetal_flavor_boots_on_the_nodes',
     'test_extra_spec_validation_at_latest_microversion',

@@ -17,6 +17,9 @@ from nova.scheduler import request_filter as nova_request_filter
 from nova.tests.functional.api import client as api_client
 from nova.virt import fake
 
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging import capabilities
+from nova_adaptive_paging import policy
 from nova_adaptive_paging.scheduler import request_filter
 from tests.functional import base
 
@@ -266,6 +269,68 @@ class TestFleetScale(LandingMixin, base.PagingTestBase):
     def test_paired_shadow_reaches_the_capable_hosts(self):
         self.check_lands(self.paging_flavor('shadow'), {'host14', 'host15'},
                          boots=4)
+
+
+# A fleet of paging pools: stock hosts their operators put in the hap or
+# the shadow pool ([adaptive_paging] pool), a stock host outside them,
+# and one that switches.
+POOLS = {
+    'bare': None,
+    'outside': capabilities.Capabilities(0, True, 'intel-icelake-server',
+                                         False),
+    'pool-hap': capabilities.Capabilities(0, True, 'intel-icelake-server',
+                                          False, pool=True),
+    'pool-shadow': capabilities.Capabilities(0, False,
+                                             'intel-icelake-server', False,
+                                             pool=True),
+    'patched1': capabilities.Capabilities(spec.ABI_VERSION, True,
+                                          'amd-zen3', False),
+}
+
+
+class TestStockPools(LandingMixin, base.PagingTestBase):
+    """``hw:paging=adaptive`` in a fleet of pools: the flavor asks for
+    CUSTOM_PAGING_POOL (``nova-paging flavor set --pools``) and lands on
+    any pool member, which the paging_fit strategy later moves to the
+    pool that suits it; without it adaptive still needs a host that
+    switches.  Static policies are unchanged."""
+    hosts = POOLS
+    weights = {'bare': 500, 'outside': 400, 'pool-hap': 300,
+               'pool-shadow': 200, 'patched1': 100}
+
+    def pools_flavor(self):
+        # The control run: hw:paging alone, as paging_flavor() does.
+        specs = capabilities.flavor_extra_specs(policy.PagingPolicy(
+            policy.parse_paging('adaptive')), pools=True) \
+            if self.filter_enabled else {'hw:paging': 'adaptive'}
+        return self._create_flavor(vcpu=1, memory_mb=256, disk=1,
+                                   extra_spec=specs)
+
+    def test_pool_members_publish_the_trait(self):
+        self.assertIn('CUSTOM_PAGING_POOL', self.traits_of('pool-hap'))
+        self.assertIn('CUSTOM_PAGING_POOL', self.traits_of('pool-shadow'))
+        self.assertIn('CUSTOM_PAGING_POOL', self.traits_of('patched1'))
+        self.assertNotIn('CUSTOM_PAGING_POOL', self.traits_of('outside'))
+
+    def test_adaptive_in_pools_lands_on_any_pool_member(self):
+        allowed = {'pool-hap', 'pool-shadow', 'patched1'}
+        self.assertEqual({'pool-hap'}, self.check_lands(
+            self.pools_flavor(), allowed))
+        # The weighers' favourite pool member full: the next one.
+        self.flags(max_placement_results=10, group='scheduler')
+        self.assertTrue(self.check_lands(self.pools_flavor(), allowed))
+
+    def test_adaptive_alone_still_needs_a_host_that_switches(self):
+        self.assertEqual({'patched1'}, self.check_lands(
+            self.paging_flavor('adaptive', paired=False), {'patched1'}))
+        self.assertEqual({'patched1'}, self.check_lands(
+            self.paging_flavor('adaptive'), {'patched1'}))
+
+    def test_static_policies_keep_their_pools(self):
+        self.assertEqual({'pool-shadow'}, self.check_lands(
+            self.paging_flavor('shadow'), {'pool-shadow', 'patched1'}))
+        self.assertEqual({'outside'}, self.check_lands(
+            self.paging_flavor('hap'), {'outside', 'pool-hap', 'patched1'}))
 
 
 class TestMoves(base.PagingTestBase):

@@ -3,6 +3,8 @@
 from click.testing import CliRunner
 import pytest
 
+from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging import capabilities
 from nova_adaptive_paging.cmd import cli
 from nova_adaptive_paging import flavors
 from nova_adaptive_paging import policy
@@ -49,6 +51,34 @@ def test_unset_and_unchanged():
         {}, ['hw:paging', 'trait:CUSTOM_PAGING_SHADOW'])
 
 
+def test_adaptive_in_pools_asks_for_a_pool_member_instead():
+    current = dict(SHARED, **{'hw:paging': 'adaptive',
+                              'trait:CUSTOM_PAGING_SWITCHING': 'required'})
+    written, removed = flavors.plan(current, policy.PagingPolicy(
+        vocabulary.Paging.ADAPTIVE), pools=True)
+    assert written == {'trait:CUSTOM_PAGING_POOL': 'required'}
+    assert removed == ['trait:CUSTOM_PAGING_SWITCHING']
+    # ... and back: the pool trait is the project's to remove.
+    current = dict(SHARED, **{'hw:paging': 'adaptive',
+                              'trait:CUSTOM_PAGING_POOL': 'required'})
+    assert flavors.plan(current, policy.PagingPolicy(
+        vocabulary.Paging.ADAPTIVE)) == (
+        {'trait:CUSTOM_PAGING_SWITCHING': 'required'},
+        ['trait:CUSTOM_PAGING_POOL'])
+
+
+def test_who_publishes_the_pool_trait():
+    def traits(*args, **kw):
+        return capabilities.Capabilities(*args, **kw).traits()
+    pool = vocabulary.TRAIT_POOL
+    assert pool in traits(0, True, 'g', False, pool=True)     # hap pool
+    assert pool in traits(0, False, 'g', False, pool=True)    # shadow pool
+    assert pool not in traits(0, True, 'g', False)             # outside
+    assert pool in traits(spec.ABI_VERSION, True, 'g', False)  # switches
+    # No KVM: no guest at all, pool or not.
+    assert pool not in traits(0, True, 'g', False, kvm=False, pool=True)
+
+
 def test_a_policy_nova_would_refuse_is_never_written():
     with pytest.raises(policy.PolicyError):
         flavors.plan({}, policy.PagingPolicy(vocabulary.Paging.HAP,
@@ -62,6 +92,8 @@ def test_a_policy_nova_would_refuse_is_never_written():
      "error: invalid hw:paging_interval='0'"),
     (['--os-cloud', 'nowhere', 'set', 'm1', '--paging', 'hap'],
      'error: flavor m1: Cloud nowhere was not found.'),
+    (['set', 'm1', '--paging', 'hap', '--pools'],
+     'error: --pools: only for --paging adaptive'),
 ])
 def test_errors_are_one_line(tmp_path, args, expected):
     clouds = tmp_path / 'clouds.yaml'

@@ -75,7 +75,9 @@ def test_the_rules_name_only_defined_metrics():
              for g in _load(name)['groups'] for r in g['rules']]
     named = set()
     for expr in exprs:
-        named |= set(re.findall(r'\b(nova_paging[a-zA-Z0-9_:]*)', expr))
+        # A recorded series is named level:metric:operations.
+        named |= set(re.findall(
+            r'\b((?:[a-z_]+:)?nova_paging[a-zA-Z0-9_:]*)', expr))
     assert named, exprs
     unknown = named - set(metrics.BY_NAME) - recorded
     assert unknown == set()

@@ -61,14 +61,16 @@ class AdaptivePagingFilter(filters.BaseHostFilter):
             return False
         if wanted.paging is None:
             return True
-        trait = vocabulary.REQUIRED_TRAIT[wanted.paging]
-        if trait not in spec_obj.root_required and \
-                not capabilities.trait_requested(
-                    trait, flavor.extra_specs,
-                    request_filter.image_traits(spec_obj)):
+        accepted = capabilities.accepted_traits(wanted.paging)
+        if not accepted & spec_obj.root_required and not any(
+                capabilities.trait_requested(
+                    t, flavor.extra_specs,
+                    request_filter.image_traits(spec_obj))
+                for t in accepted):
             LOG.debug('%s fails: %s=%s reached the filters without trait '
                       '%s required of placement', host_state,
-                      vocabulary.KEY_POLICY, wanted.paging, trait)
+                      vocabulary.KEY_POLICY, wanted.paging,
+                      ' or '.join(sorted(accepted)))
             return False
         for aggregate in host_state.aggregates:
             allowed = aggregate.metadata.get(vocabulary.AGGREGATE_KEY)
