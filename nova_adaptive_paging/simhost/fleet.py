@@ -44,7 +44,7 @@ class Member:
     registry: object
 
 
-def agent_conf_for(root, uri, default='hap', count_all=False):
+def agent_conf_for(root, uri, default='hap', count_all=False, pool=False):
     conf = cfg.ConfigOpts()
     for module in (ap_conf, agent_conf, nova_conf, placement_conf):
         module.register_opts(conf)
@@ -55,6 +55,7 @@ def agent_conf_for(root, uri, default='hap', count_all=False):
     conf.set_override('profile_dirs', [os.path.join(root, 'profiles')],
                       'adaptive_paging')
     conf.set_override('count_all_guests', count_all, 'adaptive_paging')
+    conf.set_override('pool', pool, 'adaptive_paging')
     return conf
 
 
@@ -115,13 +116,15 @@ class Fleet:
         self.members = []
 
     def add_host(self, name, hardware, generation, vm_specs, profile=None,
-                 stock=False, count_all=True, tdp=True, balloon=False):
+                 stock=False, count_all=True, tdp=True, balloon=False,
+                 pool=False):
         """A host and its guests.  ``count_all``: a profiling host, whose
         kernel counts the events of every guest, not only of adaptive
         ones (what the profiler's per-event costs divide by).  ``stock``:
         a kernel without the switching series (its agent advises), in
         the hap pool or, with ``tdp`` off, the shadow pool; ``balloon``:
-        its guests report their page faults (SimBalloon)."""
+        its guests report their page faults (SimBalloon); ``pool``: a
+        member of the fleet's paging pools."""
         root = os.path.join(self.root, name)
         os.makedirs(os.path.join(root, 'profiles'), exist_ok=True)
         sim = simhost.SimHost(root, hardware, profile or profiles.builtin(),
@@ -129,7 +132,8 @@ class Fleet:
         for vm_spec in vm_specs:
             sim.start_vm(vm_spec)
         if stock:
-            conf = agent_conf_for(root, sim.libvirt_uri, count_all=count_all)
+            conf = agent_conf_for(root, sim.libvirt_uri, count_all=count_all,
+                                  pool=pool)
             agent = service.Agent(
                 conf, generation,
                 transport=StockTransport(sim.model),

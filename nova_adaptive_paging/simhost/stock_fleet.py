@@ -201,7 +201,8 @@ def run(workdir, hours=DAY_H, agent_interval_s=30, scrape_s=60,
     for name, pool in HOSTS:
         fleet.add_host(name, hw, hw.generation,
                        [s for s in specs if first[s.name] == name],
-                       stock=True, tdp=(pool == HAP), balloon=True)
+                       stock=True, tdp=(pool == HAP), balloon=True,
+                       pool=True)
     where = dict(first)
     by_uuid = {s.uuid: s.name for s in specs}
     link = migration.Link()

@@ -202,7 +202,8 @@ class Collector(registry.Collector):
         missing = family(M.PROFILE_MISSING)
         missing.add_metric([], float(bool(agent.thresholds.missing)))
         out = [info, prof, missing]
-        if caps is not None and caps.kvm and not caps.switching:
+        if (caps is not None and caps.kvm and not caps.switching
+                and caps.pool):
             pool = family(M.HOST_PAGING_MODE)
             for mode in vocabulary.MODES:
                 pool.add_metric([mode], float(mode == caps.host_mode))

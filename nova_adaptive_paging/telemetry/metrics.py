@@ -146,9 +146,10 @@ ADVISED_SECONDS = _m('guest_advised_seconds', GAUGE, 'How long this '
 
 # -- per host ----------------------------------------------------------------
 HOST_PAGING_MODE = _m('host_paging_mode', GAUGE, '1 for the paging mode '
-                      'stock KVM runs every guest in on this host, which '
-                      'cannot switch (its pool: kvm_intel ept= or kvm_amd '
-                      'npt=); absent on hosts that switch.', ('mode',))
+                      'stock KVM runs every guest in on this host, a member '
+                      'of the fleet\'s paging pools ([adaptive_paging] pool; '
+                      'its kvm_intel ept= or kvm_amd npt= decides which); '
+                      'absent on other hosts.', ('mode',))
 HOST_INFO = _m('host_info', GAUGE, 'Always 1: what this host is (CPU '
                'generation, interface version, whether it can switch or '
                'only advises).',

@@ -1022,6 +1022,7 @@ def test_advisory_in_the_shadow_pool_models_what_hap_would_save(tmp_path):
     start(sim, 'tlb', {'hw:paging': 'adaptive'}, trace='mcf',
           guest_faults=False, balloon=True)
     agent = agent_for(sim, counters=lambda pid: TraceCounters(sim, pid))
+    agent.conf.set_override('pool', True, 'adaptive_paging')
     stock_kernel(agent)
     agent.domains = simfleet.SimBalloon(agent.domains, sim)
     agent.reconcile()
@@ -1056,6 +1057,14 @@ def test_advisory_in_the_shadow_pool_models_what_hap_would_save(tmp_path):
     fams = {f.name: f for f in parser.text_string_to_metric_families(text)}
     assert _value(fams, metrics.HOST_PAGING_MODE, mode='shadow') == 1
     assert _value(fams, metrics.HOST_PAGING_MODE, mode='hap') == 0
+    assert vocabulary.TRAIT_POOL in agent.caps.traits()
+    # Outside the pools: no pool, no pool trait; the figures stay.
+    agent.conf.set_override('pool', False, 'adaptive_paging')
+    agent.reconcile()
+    text = prometheus_client.generate_latest(registry).decode()
+    assert metrics.HOST_PAGING_MODE.name not in text
+    assert metrics.MODELED_OTHER_MODE_GAIN.name in text
+    assert vocabulary.TRAIT_POOL not in agent.caps.traits()
     for name, vm in sim.vms.items():
         assert _value(fams, metrics.MODELED_OTHER_MODE_GAIN,
                       uuid=vm.spec.uuid) == pytest.approx(saved[name])
