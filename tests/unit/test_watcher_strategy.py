@@ -151,3 +151,75 @@ def test_a_prometheus_that_is_down_fails_the_audit_moving_nothing(
     assert 'no figures, no move' in str(err.value)
     assert '127.0.0.1:9' in str(err.value)
     assert not s.solution.actions
+
+
+def fleet_model(shadow_memory=256 * 1024):
+    model = model_root.ModelRoot()
+    hap = node(model, 'hap-1')
+    shadow = node(model, 'shadow-1', memory=shadow_memory)
+    return model, hap, shadow
+
+
+POOLS = {'hap-1': 'hap', 'shadow-1': 'shadow'}
+
+
+def test_a_gain_that_does_not_pay_for_its_migration_moves_nothing(
+        watcher_conf):
+    model, hap, _ = fleet_model()
+    small = instance(model, hap)
+    s = strategy_for(model, pool_figures.Figures(POOLS, {
+        small.uuid: pool_figures.GuestFigures('hap-1', 10 * HOUR, 0.2)}))
+    assert not s.execute().actions
+    assert s.plan.held(pool_fit.NOT_WORTH)[0].guest.uuid == small.uuid
+
+
+def test_a_full_pool_takes_no_guest(watcher_conf):
+    model, hap, _ = fleet_model(shadow_memory=2048)
+    big = instance(model, hap, memory=4096)
+    s = strategy_for(model, pool_figures.Figures(POOLS, {
+        big.uuid: pool_figures.GuestFigures('hap-1', 10 * HOUR, 900)}))
+    assert not s.execute().actions
+    assert s.plan.held(pool_fit.NO_ROOM)[0].guest.uuid == big.uuid
+
+
+def test_a_host_without_a_pool_keeps_its_guests(watcher_conf):
+    # A host that switches (or one outside the pools) reports no pool:
+    # its guests stay, and it is no destination.
+    model, hap, _ = fleet_model()
+    patched = node(model, 'patched-1')
+    guest = instance(model, patched)
+    s = strategy_for(model, pool_figures.Figures(POOLS, {
+        guest.uuid: pool_figures.GuestFigures('patched-1', 10 * HOUR, 900)}))
+    assert not s.execute().actions
+    assert s.plan.held(pool_fit.NO_POOL)[0].guest.uuid == guest.uuid
+
+
+def test_an_alternating_guest_is_not_moved_back_and_forth(watcher_conf):
+    """Audited every hour while its behaviour flips every 30 minutes
+    (the window sees both halves: the figures net out) and then every 3
+    hours (each window sees one): it moves at most once per cool-down,
+    and only after a window of loss that pays for the move twice."""
+    for period_h in (0.5, 3):
+        model, hap, shadow = fleet_model()
+        guest = instance(model, hap)
+        where, arrived, moves = 'hap-1', 0.0, []
+        for hour in range(1, 25):
+            t = hour * HOUR
+            # The window's gain in the other pool: +300 s an hour while
+            # the phase favours it, -300 while it favours this pool.
+            phase = int(t / (period_h * HOUR)) % 2
+            other_better = (phase == 0) == (where == 'hap-1')
+            gain = (0 if period_h < 1 else 300 if other_better else -300)
+            s = strategy_for(model, pool_figures.Figures(POOLS, {
+                guest.uuid: pool_figures.GuestFigures(
+                    where, t - arrived, gain)}))
+            for action in s.execute().actions:
+                dest = action['input_parameters']['destination_node']
+                model.migrate_instance(guest, model.get_node_by_name(where),
+                                       model.get_node_by_name(dest))
+                where, arrived = dest, t
+                moves.append(hour)
+        gaps = [b - a for a, b in zip(moves, moves[1:])]
+        assert all(g * HOUR >= pool_fit.Params().cooldown_s for g in gaps)
+        if period_h < 1:
+            assert moves == []
