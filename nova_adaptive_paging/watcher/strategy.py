@@ -50,39 +50,27 @@ from nova_adaptive_paging.watcher import goal
 LOG = log.getLogger(__name__)
 
 _PARAMS, _LINK = pool_fit.Params(), migration.Link()
-# The audit parameters: the decision's and the migration model's, with
-# their defaults and bounds from the dataclasses that check them.
-SCHEMA = {
-    'properties': {
-        'horizon_s': ('Seconds of future a move is weighed over.',
-                      _PARAMS.horizon_s, 60),
-        'window_s': ('Seconds of the past a move must have paid for.',
-                     _PARAMS.window_s, 60),
-        'cooldown_s': ('Seconds a guest stays in a pool before it may move '
-                       'again (at least window_s).', _PARAMS.cooldown_s, 60),
-        'margin': ('How many times its cost a move must gain.',
-                   _PARAMS.margin, 1),
-        'budget': ('Moves an audit proposes at most.', _PARAMS.budget, 0),
-        'dirty_mib_s': ('Memory a guest dirties (MiB/s), for the '
-                        'migration model.', _PARAMS.dirty_mib_s, 0),
-        'bandwidth_mib_s': ('The migration network\'s payload bandwidth '
-                            '(MiB/s).', _LINK.bandwidth_mib_s, 0.001),
-        'max_downtime_s': ('The pause Nova allows a live migration '
-                           '([libvirt] live_migration_downtime).',
-                           _LINK.max_downtime_s, 0.001),
-        'slowdown': ('Fraction of its throughput a guest loses while its '
-                     'memory is copied.', _LINK.slowdown, 0),
-    },
+# The audit parameters, the decision's and the migration model's, with
+# their defaults.  Their bounds are checked once, by pool_fit.Params and
+# migration.Link: a bad value fails the audit with one line naming it.
+PARAMETERS = {
+    'horizon_s': ('Seconds of future a move is weighed over.',
+                  _PARAMS.horizon_s),
+    'window_s': ('Seconds of the past a move must have paid for.',
+                 _PARAMS.window_s),
+    'cooldown_s': ('Seconds a guest stays in a pool before it may move '
+                   'again (at least window_s).', _PARAMS.cooldown_s),
+    'margin': ('How many times its cost a move must gain.', _PARAMS.margin),
+    'budget': ('Moves an audit proposes at most.', _PARAMS.budget),
+    'dirty_mib_s': ('Memory a guest dirties (MiB/s), for the migration '
+                    'model.', _PARAMS.dirty_mib_s),
+    'bandwidth_mib_s': ('The migration network\'s payload bandwidth '
+                        '(MiB/s).', _LINK.bandwidth_mib_s),
+    'max_downtime_s': ('The pause Nova allows a live migration ([libvirt] '
+                       'live_migration_downtime).', _LINK.max_downtime_s),
+    'slowdown': ('Fraction of its throughput a guest loses while its memory '
+                 'is copied.', _LINK.slowdown),
 }
-
-
-def _schema():
-    props = {}
-    for key, (text, default, minimum) in SCHEMA['properties'].items():
-        kind = 'integer' if key == 'budget' else 'number'
-        props[key] = {'description': text, 'type': kind,
-                      'default': default, 'minimum': minimum}
-    return {'properties': props}
 
 
 class PagingFit(base.BaseStrategy):
@@ -106,7 +94,10 @@ class PagingFit(base.BaseStrategy):
 
     @classmethod
     def get_schema(cls):
-        return _schema()
+        return {'properties': {
+            key: {'description': text, 'default': default,
+                  'type': 'integer' if isinstance(default, int) else 'number'}
+            for key, (text, default) in PARAMETERS.items()}}
 
     @classmethod
     def get_config_opts(cls):
@@ -131,8 +122,7 @@ class PagingFit(base.BaseStrategy):
 
     def _params(self):
         given = self.input_parameters or {}
-        value = {k: given.get(k, v[1])
-                 for k, v in SCHEMA['properties'].items()}
+        value = {k: given.get(k, v[1]) for k, v in PARAMETERS.items()}
         try:
             params = pool_fit.Params(**{k: value[k] for k in (
                 'horizon_s', 'window_s', 'cooldown_s', 'margin', 'budget',
