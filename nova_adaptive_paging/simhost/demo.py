@@ -35,7 +35,7 @@ class DemoError(exception.Error):
 
 
 class Demo:
-    def __init__(self, workdir, hosts_per_generation=2, advisory=1,
+    def __init__(self, workdir, hosts_per_generation=2, advisory=2,
                  speed=20.0, scrape_s=5):
         self.workdir = workdir
         self.hosts_per_generation = hosts_per_generation

@@ -249,7 +249,8 @@ GUESTS = (('shadow', 'fork-exec'), ('hap', 'mcf'),
 
 def build(root, hosts_per_generation=2, guests=GUESTS, advisory=0):
     """A :class:`Fleet` of every truth() generation, and ``advisory``
-    stock-kernel hosts of the first one (their agents only advise)."""
+    stock-kernel hosts of the first one (their agents only advise), in
+    the paging pools: hap, shadow, hap, ..."""
     from nova_adaptive_paging.costmodel import traces
     shipped = traces.builtin()
     fleet = Fleet(root)
@@ -269,7 +270,8 @@ def build(root, hosts_per_generation=2, guests=GUESTS, advisory=0):
             {'hw:paging': 'adaptive'}, flavor='m1.adaptive', balloon=True,
             guest_faults=False)
             for i, trace in enumerate(('phases-tlb-fault', 'mcf'))]
-        fleet.add_host(name, hw, hw.generation, specs, stock=True)
+        fleet.add_host(name, hw, hw.generation, specs, stock=True,
+                       tdp=(h % 2 == 0), balloon=True, pool=True)
     return fleet
 
 

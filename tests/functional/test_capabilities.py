@@ -31,7 +31,9 @@ class TestPublishing(base.PagingTestBase):
         self.assertTrue(nova_owned)         # e.g. COMPUTE_* traits
         _, added, removed = self.publish('patched1',
                                          base.HOSTS['stock-noept'])
+        # A host that switches takes adaptive guests of the pools too.
         self.assertEqual({vocabulary.TRAIT_SWITCHING, vocabulary.TRAIT_HAP,
+                          vocabulary.TRAIT_POOL,
                           'CUSTOM_PAGING_CPU_AMD_ZEN3'}, removed)
         after = self.traits_of('patched1')
         self.assertEqual(nova_owned, {t for t in after

@@ -157,8 +157,9 @@ def test_the_demo_fills_every_dashboard_and_stops_cleanly(tmp_path):
         # A second demo beside the first: its own ports and directory.
         second, url2, lines2 = start_demo(tmp_path / 'two', 0.5)
         assert url2 != url
-        assert query(url, 'count(up)')[0]['value'][1] == '7'
-        assert query(url2, 'count(up)')[0]['value'][1] == '7'
+        # Two hosts of each of 3 generations, a stock host in each pool.
+        assert query(url, 'count(up)')[0]['value'][1] == '8'
+        assert query(url2, 'count(up)')[0]['value'][1] == '8'
     finally:
         codes = [stop_demo(p, tmp_path / d)
                  for p, d in ((second, 'two'), (proc, 'one'))
