@@ -17,6 +17,11 @@ SHADOW = 'shadow'
 MODES = (HAP, SHADOW)
 
 
+def other_mode(mode):
+    """The paging mode that is not ``mode``."""
+    return SHADOW if mode == HAP else HAP
+
+
 # -- policies: what a guest asks for -------------------------------------
 class Paging(str, enum.Enum):
     """A paging policy: one mode pinned, or switched at run time.  In the

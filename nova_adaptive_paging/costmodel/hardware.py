@@ -68,9 +68,8 @@ class Hardware:
 
     def extra_cost_s(self, mode, event):
         """Seconds ``event`` costs in ``mode`` over the other mode."""
-        other = (vocabulary.SHADOW if mode == vocabulary.HAP
-                 else vocabulary.HAP)
-        return self.cost_s(mode, event) - self.cost_s(other, event)
+        return (self.cost_s(mode, event)
+                - self.cost_s(vocabulary.other_mode(mode), event))
 
     def guard(self):
         """The switch guard's prices on this hardware (a dsp.Guard): a

@@ -41,7 +41,6 @@ import tempfile
 import time
 
 from nova_adaptive_paging.costmodel import evaluator
-from nova_adaptive_paging.costmodel import migration
 from nova_adaptive_paging.costmodel import traces as tracelib
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.simhost import fleet as simfleet
@@ -205,7 +204,6 @@ def run(workdir, hours=DAY_H, agent_interval_s=30, scrape_s=60,
                        pool=True)
     where = dict(first)
     by_uuid = {s.uuid: s.name for s in specs}
-    link = migration.Link()
     end = math.floor(time.time()) - 60
     epoch = end - (hours + 8) * HOUR    # room for the day's overrun
     tsdb = os.path.join(workdir, 'prometheus')
@@ -229,17 +227,16 @@ def run(workdir, hours=DAY_H, agent_interval_s=30, scrape_s=60,
             solution = strategy.execute()
         finally:
             server.stop()
+        # The migration costs the guest what the strategy priced it at.
+        cost_s = {m.guest.uuid: m.cost_s for m in strategy.plan.moves}
         moved = []
         for action in solution.actions:
             if action['action_type'] != 'migrate':
                 continue
             p = action['input_parameters']
             name = by_uuid[p['resource_id']]
-            est = migration.estimate(GUEST_MEMORY_MIB,
-                                     strategy_params.get('dirty_mib_s', 50)
-                                     if strategy_params else 50, link)
             fleet.migrate(name, p['source_node'], p['destination_node'],
-                          int(est.guest_s * 1e9))
+                          int(cost_s[p['resource_id']] * 1e9))
             where[name] = p['destination_node']
             moved.append((name, p['source_node'], p['destination_node']))
             migrations += 1

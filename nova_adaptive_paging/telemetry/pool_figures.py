@@ -31,11 +31,6 @@ def host_name(instance):
     return instance.rsplit(':', 1)[0] if ':' in instance else instance
 
 
-def pools_expr():
-    return 'max by (%s, mode) (%s == 1)' % (
-        Q.HOST, Q.name(M.HOST_PAGING_MODE))
-
-
 def window_gain_expr(window):
     """The other mode's modeled gain over the last ``window`` on the
     guest's present host (a guest that arrived within the window has no
@@ -48,7 +43,7 @@ def read(client, window, at=None):
     """:class:`Figures` from ``client`` (prometheus_api.Client); raises
     its PrometheusError when Prometheus cannot answer."""
     pools = {host_name(labels[Q.HOST]): labels['mode']
-             for labels, _ in client.query(pools_expr(), at)}
+             for labels, _ in client.query(Q.host_pool(), at)}
     observed = {(labels[Q.HOST], labels[M.GUEST_LABEL]): value
                 for labels, value in client.query(
                     Q.name(M.ADVISED_SECONDS), at)}

@@ -130,10 +130,6 @@ STATIC, NO_POOL, NO_FIGURES, COOLDOWN, NOT_WORTH, NO_END, NO_ROOM, \
               'not-worth-it', 'no-end', 'no-room', 'budget')
 
 
-def other(mode):
-    return vocabulary.SHADOW if mode == vocabulary.HAP else vocabulary.HAP
-
-
 def plan(guests, hosts, params=Params(), link=migration.Link()):
     """The :class:`Plan` for ``guests`` (Guest) on ``hosts`` (Host)."""
     by_name = {h.name: h for h in hosts}
@@ -174,10 +170,11 @@ def plan(guests, hosts, params=Params(), link=migration.Link()):
                 holds.append(Hold(g, '%s: %s would have saved %.1f s in '
                                   'the last %.0f s, %.1f s over the '
                                   'horizon; the move costs %.1f s (x%g '
-                                  'needed)' % (NOT_WORTH, other(host.pool),
-                                               g.window_gain_s,
-                                               params.window_s, gain,
-                                               est.guest_s, params.margin)))
+                                  'needed)' % (
+                                      NOT_WORTH,
+                                      vocabulary.other_mode(host.pool),
+                                      g.window_gain_s, params.window_s, gain,
+                                      est.guest_s, params.margin)))
             else:
                 candidates.append((gain - est.guest_s, g, host, gain,
                                    est.guest_s))
@@ -188,7 +185,7 @@ def plan(guests, hosts, params=Params(), link=migration.Link()):
             holds.append(Hold(g, '%s: this audit already moves %d guests'
                               % (BUDGET, len(moves))))
             continue
-        to_mode = other(host.pool)
+        to_mode = vocabulary.other_mode(host.pool)
         need = (g.vcpus, g.memory_mib, g.disk_gb)
         fits = [name for name, free in sorted(room.items())
                 if by_name[name].pool == to_mode
