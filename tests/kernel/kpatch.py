@@ -209,6 +209,27 @@ def assert_pae(out, report, held):
         report
 
 
+def assert_walk(out, report):
+    """paging_switch_walk_test passed: with the VM back at hap, a vCPU
+    still in shadow mode loaded a shadow root (KVM_PRE_FAULT_MEMORY: a
+    root load without the switch request's check), and the other vCPU's
+    page walk, with TDP, wrote the PML4E that root write-protected, in 3
+    rounds.  Each write fault was retried after the root was zapped, not
+    emulated, and the store at the PML4E's page offset landed in the data
+    page.  With neither the retry nor the emulator's own translation
+    (EMULTYPE_PF_GUEST_WALK) the store went into PML4E 0 in the first
+    round, on both emulators; with the translation alone it was emulated."""
+    assert re.search(r'^NAP-RESULT walk paging_switch_walk_test PASS', out,
+                     re.M), report
+    assert re.search(r'^NAP-OUT walk: mixed mode, 3 rounds: vCPU 1 loaded '
+                     r'[1-9]\d* shadow page\(s\) while the VM was at hap; '
+                     r'vCPU 0\'s page walks wrote the PML4E they '
+                     r'write-protected, [1-9]\d* shadow page\(s\) zapped, '
+                     r'no store emulated, each in the data page$', out,
+                     re.M), \
+        report
+
+
 def assert_noncoherent_refused(out, report):
     """A VM in shadow mode given a device that does DMA without snooping
     (faked, guest/fakes: as VFIO reports one) went back to hap with a hap
