@@ -230,6 +230,21 @@ def assert_walk(out, report):
         report
 
 
+def assert_cpuid(out, report):
+    """paging_switch_cpuid_test passed: the CPUID a VM got from TDP
+    (1 GiB pages, the host's MAXPHYADDR) is served the same in shadow
+    mode: a guest's 1 GiB page with 4 MiB of memory in it read and
+    written, a GPA at the highest bit below MAXPHYADDR an MMIO exit, a
+    PTE with bit MAXPHYADDR set a reserved-bit #PF, at hap, in shadow
+    mode and at hap again."""
+    assert re.search(r'^NAP-RESULT cpuid paging_switch_cpuid_test PASS', out,
+                     re.M), report
+    assert re.search(r'^NAP-OUT cpuid: CPUID kept: a 1 GiB page, MMIO at '
+                     r'GPA bit (\d+) and reserved PTE bit (\d+) \(MAXPHYADDR '
+                     r'\2\), the same at hap, in shadow mode and at hap '
+                     r'again$', out, re.M), report
+
+
 def assert_noncoherent_refused(out, report):
     """A VM in shadow mode given a device that does DMA without snooping
     (faked, guest/fakes: as VFIO reports one) went back to hap with a hap
