@@ -4,12 +4,13 @@
 #   kvm-patch/build.sh [--variant test|debug] [--no-build] [--selftests]
 #                      [--dev]
 #
-# 1. Installs linux-source-6.12 (Debian, pinned to 6.12.117) if missing and
-#    keeps one unpacked copy as a git repository in the cache, tagged
-#    "pristine".
+# 1. Takes Debian's linux-source-6.12 at the version kvm-patch/linux-version
+#    pins (the installed package's tarball if it is that version, else
+#    the package apt downloads into the cache) and keeps one unpacked copy
+#    as a git repository in the cache, tagged "pristine".
 # 2. Resets that copy to "pristine" and applies kvm-patch/patches/ in the
 #    order of kvm-patch/patches/series with "git am" (so "applies to
-#    pristine 6.12.117" is checked on every run).  Files the series does
+#    the pinned pristine source" is checked on every run).  Files the series does
 #    not touch keep their timestamps, so the object directory stays warm.
 # 3. Runs scripts/checkpatch.pl --strict on every patch and writes the
 #    result to $OUT/checkpatch.txt.
@@ -43,8 +44,8 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-OBJ=$CACHE/build/$VARIANT
-OUT=$CACHE/out/$VARIANT
+OBJ=$BUILD_ROOT/$VARIANT
+OUT=$OUT_ROOT/$VARIANT
 export CCACHE_DIR=$CACHE/ccache
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
 mkdir -p "$CACHE/src" "$OBJ" "$OUT" "$CCACHE_DIR"
@@ -57,14 +58,10 @@ cache_lock build "build.sh: waiting for another build.sh on $CACHE"
 
 # 1. Pinned source.
 if [ ! -d "$SRC/.git" ]; then
-	if [ ! -f "$TARBALL" ]; then
-		log "installing linux-source-6.12"
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-			linux-source-6.12
-	fi
+	tarball=$(linux_tarball)
 	tmp=$(mktemp -d "$CACHE/src/unpack.XXXXXX")
-	log "unpacking $TARBALL"
-	tar -C "$tmp" -xf "$TARBALL"
+	log "unpacking $tarball ($LINUX_SOURCE_PACKAGE $LINUX_DEBIAN_VERSION)"
+	tar -C "$tmp" -xf "$tarball"
 	sub=$(ls "$tmp")
 	got=$(make -s -C "$tmp/$sub" kernelversion)
 	if [ "$got" != "$KVER" ]; then
@@ -78,7 +75,7 @@ if [ ! -d "$SRC/.git" ]; then
 		# Debian's top-level .gitignore ignores everything ("/*").
 		git add -f -A .
 		git -c user.name=pristine -c user.email=pristine@localhost \
-			commit -q -m "Linux $KVER (Debian linux-source-6.12)"
+			commit -q -m "Linux $KVER (Debian $LINUX_SOURCE_PACKAGE $LINUX_DEBIAN_VERSION)"
 		git tag pristine
 	)
 	mv "$tmp/$sub" "$SRC"

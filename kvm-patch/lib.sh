@@ -2,16 +2,70 @@
 # (sourced).  The pinned source, the cache, the series file and the test
 # guest's initramfs are defined here only.
 
-# Debian's linux-source-6.12 as the series is written against.
-KVER=6.12.117
+# Debian's Linux 6.12 as the series is written against: the package
+# version pinned in linux-version (NAP_LINUX_DEBIAN_VERSION overrides it;
+# "newest" is the newest the archive serves: tox -e kvm-newest), the
+# kernel version it holds and the packages of that version.
+LINUX_DEBIAN_VERSION=${NAP_LINUX_DEBIAN_VERSION:-$(grep -v -e '^#' -e '^[[:space:]]*$' \
+	"$(dirname "${BASH_SOURCE[0]}")/linux-version")}
+LINUX_SOURCE_PACKAGE=linux-source-6.12
+if [ "$LINUX_DEBIAN_VERSION" = newest ]; then
+	LINUX_DEBIAN_VERSION=$(apt-cache madison "$LINUX_SOURCE_PACKAGE" |
+		awk -F'|' '{gsub(/ /, "", $2); print $2}' | sort -V | tail -n 1)
+	if [ -z "$LINUX_DEBIAN_VERSION" ]; then
+		echo "lib.sh: apt serves no $LINUX_SOURCE_PACKAGE" \
+			"(run apt-get update)" >&2
+		return 1 2>/dev/null || exit 1
+	fi
+fi
+KVER=${LINUX_DEBIAN_VERSION%%-*}
+# Debian's ABI name of that kernel (its headers' and image's packages).
+KABI=$KVER+deb12-amd64
+LINUX_HEADERS_PACKAGE=linux-headers-$KABI
+# The source tarball of that version: the installed package's when it is
+# that version, else extracted from the package apt downloads into the
+# cache (linux_tarball).
 TARBALL=/usr/src/linux-source-6.12.tar.xz
-# Sources, objects, ccache and logs: never in the checkout.
+# Sources, objects, ccache and logs: never in the checkout.  Objects and
+# outputs are per kernel version, so that tox -e kvm-newest leaves the
+# gate's warm.
 CACHE=${NAP_CACHE:-/var/cache/nova-adaptive-paging}
+BUILD_ROOT=$CACHE/build/$KVER
+OUT_ROOT=$CACHE/out/$KVER
 PATCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/patches
 
 # The patch file names of the series, in order, one per line.
 series_patches() {
 	grep -v -e '^#' -e '^[[:space:]]*$' "$PATCH_DIR/series" || true
+}
+
+# linux_tarball: the path of the source tarball of LINUX_DEBIAN_VERSION:
+# the installed linux-source-6.12's if that is the version (.ci/run
+# installs it so), else the one in that version's package, which apt
+# downloads into the cache once.
+linux_tarball() {
+	local debs=$CACHE/debs deb installed
+	installed=$(dpkg-query -W -f='${Version}' "$LINUX_SOURCE_PACKAGE" \
+		2>/dev/null || true)
+	if [ "$installed" = "$LINUX_DEBIAN_VERSION" ] && [ -f "$TARBALL" ]; then
+		echo "$TARBALL"
+		return
+	fi
+	mkdir -p "$debs/linux-source-$LINUX_DEBIAN_VERSION"
+	deb=$(ls "$debs/${LINUX_SOURCE_PACKAGE}_${LINUX_DEBIAN_VERSION}_"*.deb \
+		2>/dev/null | head -n 1 || true)
+	if [ -z "$deb" ]; then
+		(cd "$debs" && apt-get download -q -o APT::Sandbox::User=root \
+			"$LINUX_SOURCE_PACKAGE=$LINUX_DEBIAN_VERSION" >&2) ||
+			return 1
+		deb=$(ls "$debs/${LINUX_SOURCE_PACKAGE}_${LINUX_DEBIAN_VERSION}_"*.deb |
+			head -n 1)
+	fi
+	[ -f "$debs/linux-source-$LINUX_DEBIAN_VERSION/usr/src/linux-source-6.12.tar.xz" ] ||
+		dpkg-deb --fsys-tarfile "$deb" |
+		tar -x -C "$debs/linux-source-$LINUX_DEBIAN_VERSION" \
+			./usr/src/linux-source-6.12.tar.xz
+	echo "$debs/linux-source-$LINUX_DEBIAN_VERSION/usr/src/linux-source-6.12.tar.xz"
 }
 
 # debian_mirror: the Debian archive this machine's apt is configured with
@@ -81,7 +135,7 @@ cache_lock() {
 # The Linux guest OS that the test guests boot with QEMU/KVM (guest/init,
 # nap.linux=1): Debian's kernel for the release packages.txt builds
 # against, as apt fetches it from this machine's archive.
-LINUX_GUEST_PACKAGE=linux-image-6.12.117+deb12-amd64-unsigned
+LINUX_GUEST_PACKAGE=linux-image-$KABI-unsigned
 
 # linux_guest DIR: DIR/vmlinuz (from LINUX_GUEST_PACKAGE, downloaded once
 # into the cache; or NAP_LINUX_KERNEL, a bzImage whose System.map one has,
@@ -100,7 +154,7 @@ linux_guest() {
 		if [ -z "$deb" ]; then
 			(cd "$debs" && apt-get download -q \
 				-o APT::Sandbox::User=root \
-				"$LINUX_GUEST_PACKAGE" >&2)
+				"$LINUX_GUEST_PACKAGE=$LINUX_DEBIAN_VERSION" >&2)
 			deb=$(ls "$debs/${LINUX_GUEST_PACKAGE}_"*.deb | head -n 1)
 		fi
 		dpkg-deb --fsys-tarfile "$deb" |

@@ -57,8 +57,8 @@ intel) KVM_MOD=kvm-intel; CPU=${CPU:-corei7_skylake_x}; TAG=bochs ;;
 amd) KVM_MOD=kvm-amd; CPU=${CPU:-zambezi}; TAG=bochs-svm ;;
 *) echo "bochs/run.sh: --vendor $VENDOR: expected intel or amd" >&2; exit 2 ;;
 esac
-OBJ=$CACHE/build/$VARIANT
-OUT=$CACHE/out/$VARIANT
+OBJ=$BUILD_ROOT/$VARIANT
+OUT=$OUT_ROOT/$VARIANT
 ISOLINUX=/usr/lib/ISOLINUX/isolinux.bin
 LDLINUX=/usr/lib/syslinux/modules/bios/ldlinux.c32
 

@@ -6,9 +6,11 @@
 #                            [--install --kernel KVER]
 #   kvm-patch/dkms/mkdkms.sh --check-series
 #
-# 1. Takes pristine Linux 6.12.117 (Debian linux-source-6.12): read-only
-#    from the git copy kvm-patch/build.sh keeps ($NAP_CACHE/src/linux-6.12.117,
-#    tag "pristine") if it is there, else from /usr/src/linux-source-6.12.tar.xz.
+# 1. Takes pristine Linux 6.12 at the version kvm-patch/linux-version pins
+#    (Debian linux-source-6.12): read-only from the git copy
+#    kvm-patch/build.sh keeps ($NAP_CACHE/src/linux-$KVER, tag "pristine")
+#    if it is there, else from that version's tarball (lib.sh
+#    linux_tarball).
 #    Only Makefile, arch/x86/kvm, virt/kvm and the headers the series
 #    changes are taken, into a scratch directory ($NAP_CACHE/dkms-work).
 # 2. Applies kvm-patch/patches/ in the order of patches/series (git apply,
@@ -20,9 +22,9 @@
 #    dkms.conf, Makefile, nap.mk, nap-abi.c, arch/x86/kvm and virt/kvm as
 #    patched, arch/x86/kvm/Kbuild and the patched headers at their own
 #    paths (found before the kernel's, see Kbuild).
-#    VERSION defaults to 6.12.117-<first 8 hex of the series' sha256>.
+#    VERSION defaults to $KVER-<first 8 hex of the series' sha256>.
 #    REGEX (dkms.conf BUILD_EXCLUSIVE_KERNEL) defaults to the source's
-#    release, ^6\.12\.117([^0-9]|$): any flavour of that release only,
+#    release, e.g. ^6\.12\.118([^0-9]|$): any flavour of that release only,
 #    because all other headers and the kernel image come from the target.
 #    --allow-abi-break builds even if the series moves fields that the
 #    kernel image reads (see Kbuild); the modules are then not sound.
@@ -135,11 +137,11 @@ then
 	git -C "$GITSRC" archive --format=tar pristine -- "${TAKE[@]}" |
 		tar -C "$PRISTINE" -xf -
 else
-	[ -f "$TARBALL" ] || die "neither $GITSRC nor $TARBALL;" \
-		"apt-get install linux-source-6.12"
-	top=$( (tar -tJf "$TARBALL" || true) | head -1 | cut -d/ -f1)
-	log "taking pristine sources from $TARBALL"
-	tar -C "$PRISTINE" -xJf "$TARBALL" --strip-components=1 \
+	tarball=$(linux_tarball) || die "neither $GITSRC nor" \
+		"$LINUX_SOURCE_PACKAGE $LINUX_DEBIAN_VERSION from apt"
+	top=$( (tar -tJf "$tarball" || true) | head -1 | cut -d/ -f1)
+	log "taking pristine sources from $tarball"
+	tar -C "$PRISTINE" -xJf "$tarball" --strip-components=1 \
 		"${TAKE[@]/#/$top/}" "$top/arch/x86/include" "$top/include"
 fi
 got=$(sed -n 's/^\(VERSION\|PATCHLEVEL\|SUBLEVEL\) = //p' \
@@ -182,7 +184,7 @@ printf '%s\n' "$conf" > "$stage/dkms.conf"
 	echo "NAP_ALLOW_ABI_BREAK ?= $ALLOW_ABI_BREAK"
 } > "$stage/nap.mk"
 {
-	echo "Linux $KVER (Debian linux-source-6.12) with, in order:"
+	echo "Linux $KVER (Debian $LINUX_SOURCE_PACKAGE $LINUX_DEBIAN_VERSION) with, in order:"
 	for p in "${SERIES[@]}"; do
 		echo "$(sha256sum < "$PATCH_DIR/$p" | cut -c1-16)  $p"
 	done

@@ -133,8 +133,8 @@ if [ -n "$VALIDATE" ]; then
 	done
 fi
 
-OBJ=$CACHE/build/$VARIANT
-OUT=$CACHE/out/$VARIANT
+OBJ=$BUILD_ROOT/$VARIANT
+OUT=$OUT_ROOT/$VARIANT
 ST=$OUT/selftests
 make_initramfs "$OUT/initramfs.cpio.gz" "$OBJ" "$ST" "$GUEST_SELFTESTS" \
 	virt/lib/irqbypass.ko arch/x86/kvm/kvm.ko arch/x86/kvm/kvm-amd.ko

@@ -87,6 +87,23 @@ class Guest(object):
             self._proc.wait()
 
 
+PinnedLinux = collections.namedtuple('PinnedLinux',
+                                     'debian_version kver kabi headers')
+
+
+def pinned_linux():
+    """The kernel the series is tested against, as kvm-patch/lib.sh
+    resolves it (kvm-patch/linux-version, or NAP_LINUX_DEBIAN_VERSION:
+    tox -e kvm-newest): the Debian package version, the kernel version,
+    Debian's ABI name and the headers package."""
+    out = subprocess.run(
+        ['bash', '-c', '. "$1" && echo "$LINUX_DEBIAN_VERSION" "$KVER" '
+         '"$KABI" "$LINUX_HEADERS_PACKAGE"', '-',
+         os.path.join(KVM_PATCH, 'lib.sh')],
+        check=True, stdout=subprocess.PIPE, text=True).stdout
+    return PinnedLinux(*out.split())
+
+
 def build_series(variant='test'):
     """kvm-patch/build.sh: the series applied, kernel, modules and static
     selftests built for VARIANT (ccache and objects under the cache)."""

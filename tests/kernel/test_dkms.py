@@ -1,9 +1,10 @@
 """The DKMS package of the series, built for real against Debian's headers.
 
 Makes the DKMS tree with kvm-patch/dkms/mkdkms.sh (version
-6.12.117-test, under /usr/src), builds it with "dkms build" for the
-Debian 6.12.117 kernel whose headers are installed (installing dkms and
-linux-headers-$NAP_DKMS_KERNEL with apt if missing; the kernel itself
+<kernel>-test, under /usr/src), builds it with "dkms build" for the
+Debian kernel kvm-patch/linux-version pins (the newest the archive serves
+under tox -e kvm-newest), whose headers are installed (installing dkms
+and those headers at that version with apt if missing; the kernel itself
 need not be installed or running) and checks the modules with modinfo:
 kvm, kvm-amd and kvm-intel are built for that kernel, kvm carries the
 paging_switch_abi parameter, and the KVM code was compiled with the
@@ -29,8 +30,10 @@ pytestmark = pytest.mark.skipif(not ENABLED,
                                 reason='set NAP_KERNEL_TESTS=1 to run')
 MKDKMS = os.path.join(kpatch.ROOT, 'kvm-patch', 'dkms', 'mkdkms.sh')
 PKG = 'nova-adaptive-paging-kvm'
-VERSION = '6.12.117-test'
-KVER = os.environ.get('NAP_DKMS_KERNEL', '6.12.117+deb12-amd64')
+LINUX = kpatch.pinned_linux() if ENABLED else None
+VERSION = LINUX.kver + '-test' if ENABLED else None
+# Debian's name of the kernel the modules are built for.
+KVER = LINUX.kabi if ENABLED else None
 MODULES = ('kvm', 'kvm-amd', 'kvm-intel')
 
 
@@ -51,7 +54,7 @@ def headers():
     build = '/lib/modules/%s/build' % KVER
     if shutil.which('dkms') is None or not os.path.isdir(build):
         run('apt-get', 'install', '-y', '-q', 'dkms',
-            'linux-headers-%s' % KVER,
+            '%s=%s' % (LINUX.headers, LINUX.debian_version),
             env=dict(os.environ, DEBIAN_FRONTEND='noninteractive'))
     return build
 
