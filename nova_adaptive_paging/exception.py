@@ -13,9 +13,16 @@ class Error(Exception):
     """A clear, one-line error about an input or the host's state."""
 
 
+def closest(word, choices):
+    """The choice closest to a misspelled ``word``, or None when none is
+    close."""
+    near = difflib.get_close_matches(str(word), list(choices), 1)
+    return near[0] if near else None
+
+
 def did_you_mean(word, choices):
     """``'did you mean X?'`` for the choice closest to a misspelled
     ``word``, or ``''`` when none is close: the hint every one-line error
     about a name gives."""
-    near = difflib.get_close_matches(str(word), list(choices), 1)
-    return 'did you mean %s?' % near[0] if near else ''
+    near = closest(word, choices)
+    return 'did you mean %s?' % near if near else ''

@@ -83,8 +83,11 @@ def parse_paging(value):
     except ValueError:
         expected = 'one of %s' % ', '.join(vocabulary.POLICIES)
         text = value.strip().lower() if isinstance(value, str) else value
+        # An alias, another case or spacing, or a misspelling (``adaptiv``).
         hint = _ALIASES.get(text) or (text if text in vocabulary.POLICIES
                                       else None)
+        if hint is None and isinstance(text, str):
+            hint = exception.closest(text, vocabulary.POLICIES)
         if hint:
             expected += ' (did you mean %r?)' % hint
         raise PolicyError(vocabulary.KEY_POLICY, value, expected)

@@ -3,10 +3,12 @@
 import signal
 import sys
 
+import libvirt
 from oslo_config import cfg
 from oslo_log import log as logging
 import prometheus_client
 
+from nova_adaptive_paging.agent import domains
 from nova_adaptive_paging.agent import service
 from nova_adaptive_paging.telemetry import collector
 from nova_adaptive_paging.agent import web
@@ -60,6 +62,17 @@ def main(argv=None):
         # The host cannot be driven: exit 1 and let systemd retry.
         _fail(str(exc), code=1)
     if CONF.once:
+        # One pass needs libvirt: without it the pass would push the
+        # host's thresholds and report no guest, and exit 0.
+        try:
+            agent.domains.connect()
+        except domains.LibvirtUnavailable as exc:
+            cause = exc.__context__
+            _fail('[adaptive_paging] libvirt_uri %s: %s; nothing done' % (
+                CONF.adaptive_paging.libvirt_uri,
+                cause.get_error_message()
+                if isinstance(cause, libvirt.libvirtError) else exc),
+                code=1)
         agent.reconcile()
         agent.sample()
         for line in agent.report():

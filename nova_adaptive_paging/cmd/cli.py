@@ -17,6 +17,8 @@ from nova_adaptive_paging.cmd import switch_cost
 from nova_adaptive_paging.cmd import telemetry
 from nova_adaptive_paging import conf
 from nova_adaptive_paging.costmodel import hardware
+from nova_adaptive_paging import cpu
+from nova_adaptive_paging import exception
 from nova_adaptive_paging import policy
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging import host as hostiface
@@ -61,13 +63,7 @@ def policy_group():
                    '(default: [adaptive_paging] default_policy).')
 def policy_check(specs, default_policy):
     """Validate flavor extra specs and print the policy they ask for."""
-    extra_specs = {}
-    for item in specs:
-        key, sep, value = item.partition('=')
-        if not sep:
-            _fail('%r is not KEY=VALUE' % item)
-        extra_specs[key] = value
-    parsed = policy.from_extra_specs(extra_specs)
+    parsed = policy.from_extra_specs(common.key_values(specs))
     resolved = parsed.resolve(default_policy
                               or CONF.adaptive_paging.default_policy)
     source = 'flavor' if parsed.paging is not None else 'host default'
@@ -97,10 +93,20 @@ def thresholds_show(generation, path, as_json):
         generation = profile.generation
         note = 'file %s' % path
     else:
+        given = generation
         if generation is None:
             generation = common.configured_generation()
         generation = hardware.generation_key(generation)
         found = common.profile_set()
+        if given is not None and not (cpu.is_generation_key(generation)
+                                      or found.has(generation)):
+            # A typo would otherwise show the fallback as if it applied.
+            known = cpu.named_keys() | set(found.names())
+            hint = exception.did_you_mean(generation, known)
+            _fail('--generation %r: expected a CPU generation key as '
+                  '"nova-paging cpu-generation" prints it (such as '
+                  'intel-nehalem or intel-6-85)%s'
+                  % (given, hint and '; ' + hint))
         profile = found.for_generation(generation)
         note = ('profile for %s' % generation if found.has(generation)
                 else 'fallback: no profile for %s' % generation)

@@ -22,6 +22,13 @@ def fail(message):
     sys.exit(2)
 
 
+def first_line(exc):
+    """The first line of an exception's message (a client library's can
+    run to many), or its type's name when it has none."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def os_error_line(exc):
     """``path: reason`` of an OSError, without Python's decoration."""
     where = exc.filename if exc.filename is not None else ''
@@ -84,6 +91,22 @@ class Boundary(click.Group):
         except KeyboardInterrupt:
             click.echo('error: interrupted', err=True)
             sys.exit(130)
+
+
+def key_values(items, what='KEY=VALUE'):
+    """``KEY=VALUE`` arguments as a dict; an item without ``=``, with an
+    empty key or whose key came before is an error, never a silent
+    last-one-wins."""
+    found = {}
+    for item in items:
+        key, sep, value = item.partition('=')
+        if not sep or not key.strip():
+            fail('%r: expected %s with a non-empty KEY' % (item, what))
+        if key in found:
+            fail('%s given twice (%r, then %r): give each key once'
+                 % (key, found[key], value))
+        found[key] = value
+    return found
 
 
 def vm_options(what):

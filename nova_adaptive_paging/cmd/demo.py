@@ -8,6 +8,7 @@ import tempfile
 
 import click
 
+from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging.cmd import profile as profile_cmd
 
 
@@ -35,8 +36,16 @@ def demo(minutes, speed, hosts_per_generation, workdir, keep_running):
     from nova_adaptive_paging.simhost import demo as demolib
     if keep_running is None:
         keep_running = sys.stdin.isatty() and sys.stdout.isatty()
-    workdir = workdir or tempfile.mkdtemp(prefix='nova-paging-demo-')
-    os.makedirs(workdir, exist_ok=True)
+    if workdir:
+        # Only the last component is made: a mistyped path must not grow
+        # a tree of directories from / down.
+        parent = os.path.dirname(os.path.abspath(workdir))
+        if not os.path.isdir(parent):
+            common.fail('--workdir %s: no directory %s to create it in'
+                        % (workdir, parent))
+        os.makedirs(workdir, exist_ok=True)
+    else:
+        workdir = tempfile.mkdtemp(prefix='nova-paging-demo-')
     signal.signal(signal.SIGTERM, _interrupt)
     run = demolib.Demo(workdir, hosts_per_generation, speed=speed)
     try:

@@ -21,11 +21,6 @@ def flavor_group(ctx, os_cloud):
     ctx.obj = {'cloud': os_cloud}
 
 
-def _first_line(exc):
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else \
-        type(exc).__name__
-
-
 def _apply(ctx, flavor, paging_policy, pools=False):
     # keystoneauth narrates its retries as warnings; the error line below
     # says what matters.
@@ -40,7 +35,7 @@ def _apply(ctx, flavor, paging_policy, pools=False):
             conn.compute, flavor, paging_policy, pools)
     except (sdk_exceptions.SDKException,
             ks_exceptions.ClientException) as exc:
-        common.fail('flavor %s: %s' % (flavor, _first_line(exc)))
+        common.fail('flavor %s: %s' % (flavor, common.first_line(exc)))
     click.echo('flavor %s (%s)' % (found.name, found.id))
     for key in sorted(written):
         click.echo('set   %s=%s' % (key, written[key]))

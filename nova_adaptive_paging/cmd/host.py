@@ -1,8 +1,10 @@
 """``nova-paging host ...``: commands run on a compute node."""
 
+import logging
 import socket
 
 import click
+from keystoneauth1 import exceptions as ks_exceptions
 
 from nova_adaptive_paging.agent import health
 from nova_adaptive_paging.agent import clients
@@ -74,12 +76,22 @@ def status():
               help='Retries when another writer changes the provider.')
 def publish_capabilities(retries):
     """Publish this host's capabilities as traits on its provider."""
+    if not CONF.placement.auth_type:
+        common.fail('[placement] auth_type is not set: give this host '
+                    'placement credentials (auth_type, auth_url, username, '
+                    '...: those of nova-compute\'s [placement] section)')
     caps = host_capabilities()
     names = ([CONF.placement.compute_node_name]
              if CONF.placement.compute_node_name
              else [socket.gethostname(), socket.getfqdn()])
-    name, rp_uuid, added, removed = placement.publish(
-        placement_conf.adapter(CONF), names, caps, retries)
+    # keystoneauth narrates its retries as warnings; the error line below
+    # says what matters.
+    logging.getLogger('keystoneauth').setLevel(logging.ERROR)
+    try:
+        name, rp_uuid, added, removed = placement.publish(
+            placement_conf.adapter(CONF), names, caps, retries)
+    except ks_exceptions.ClientException as exc:
+        common.fail('[placement]: %s' % common.first_line(exc))
     click.echo('provider %s (%s): %s' % (
         name, rp_uuid, ', '.join(sorted(caps.traits()))))
     if added or removed:

@@ -13,10 +13,12 @@ import sys
 
 import click
 
+from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging.cmd import simulate as simcmd
 from nova_adaptive_paging import costmodel
 from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.costmodel import traces
+from nova_adaptive_paging import policy
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.simhost import control
 from nova_adaptive_paging.simhost import host as simhost
@@ -94,7 +96,10 @@ ROOT = click.option('--root', required=True,
               help='The VM cannot run in shadow mode.')
 def sim_vm_start(root, timeout, name, trace_ref, extra, flavor, no_shadow):
     """Start domain NAME running a trace."""
-    specs = dict(item.partition('=')[::2] for item in extra)
+    # Refused here, as Nova's API would refuse the flavor, before any
+    # request reaches the sim-host.
+    specs = common.key_values(extra)
+    policy.from_extra_specs(specs)
     control.request(root, {'op': 'start', 'name': name, 'trace': trace_ref,
                            'extra_specs': specs, 'flavor': flavor,
                            'can_shadow': not no_shadow}, timeout)

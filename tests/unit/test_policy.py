@@ -12,7 +12,9 @@ def test_valid_paging_values(value, expected):
 
 
 @pytest.mark.parametrize('value,hint', [
-    ('HAP', 'hap'), (' hap', 'hap'), ('Shadow', 'shadow'), ('ept', 'hap')])
+    ('HAP', 'hap'), (' hap', 'hap'), ('Shadow', 'shadow'), ('ept', 'hap'),
+    # Misspellings get the closest word, as aliases get theirs.
+    ('adaptiv', 'adaptive'), ('shadw', 'shadow'), ('Adaptve', 'adaptive')])
 def test_near_misses_are_refused_with_a_hint(value, hint):
     # Nova's validator (an enum) refuses them; so must every parser here.
     with pytest.raises(policy.PolicyError) as err:
