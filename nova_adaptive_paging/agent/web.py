@@ -28,6 +28,7 @@ import base64
 import hashlib
 import hmac
 import logging
+import socket
 import ssl
 import threading
 from wsgiref import simple_server
@@ -224,6 +225,22 @@ class _Server(exposition.ThreadingWSGIServer):
                   exc_info=True)
 
 
+class _QuietHandler(simple_server.WSGIRequestHandler):
+    """A request handler that logs no line per scrape to stderr."""
+
+    def log_message(self, format, *args):
+        pass
+
+
+def _server_class(address, port):
+    """:class:`_Server` for the address family ``address`` resolves to
+    (socketserver's default is IPv4 only: ``::1`` would not bind); a
+    name that does not resolve raises socket.gaierror, an OSError."""
+    family = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM,
+                                flags=socket.AI_PASSIVE)[0][0]
+    return type('_Server', (_Server,), {'address_family': family})
+
+
 def serve(registry, address, port, web_config=None, timeout=10.0,
           max_connections=32, basic_auth_without_tls=False):
     """Serve ``registry`` in a daemon thread; return (server, thread)."""
@@ -233,8 +250,8 @@ def serve(registry, address, port, web_config=None, timeout=10.0,
     if users:
         app = _BasicAuth(app, users)
     httpd = simple_server.make_server(
-        address, port, app, _Server,
-        handler_class=exposition._SilentHandler)
+        address, port, app, _server_class(address, port),
+        handler_class=_QuietHandler)
     httpd.tls, httpd.timeout_s = ctx, timeout
     httpd.setup_slots(max_connections)
     thread = threading.Thread(target=httpd.serve_forever,
