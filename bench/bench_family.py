@@ -24,7 +24,7 @@ from nova_adaptive_paging import dsp
 from nova_adaptive_paging.costmodel import family
 from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.tuning import assess
-from nova_adaptive_paging.tuning import calibrate
+from nova_adaptive_paging.tuning import derivation
 from nova_adaptive_paging.tuning import sweep
 
 
@@ -51,10 +51,10 @@ def main():
     by_name = {t.name: t for t in members}
     hws = [hardware.resolve(n) for n in hardware.builtin_names()]
     hws += sweep.profiles(args.count, args.seed)
-    tuning = calibrate.tuning_traces()
+    tuning = derivation.tuning_traces()
     print('MODELED: %d traces (%d generated, seed %d), %d hardware '
           'profiles' % (len(members), len(members) - len(
-              calibrate.tuning_traces()) - len(calibrate.held_out_traces()),
+              derivation.tuning_traces()) - len(derivation.held_out_traces()),
               args.family_seed, len(hws)))
     print('%-22s %-6s %-9s %-26s %-24s %-24s %-18s %s' % (
         'hardware', 'guard', 'interval', 'worst regret',
@@ -63,7 +63,7 @@ def main():
     worst = {'off': [], 'on': []}
     for hw in hws:
         # The generation only names the profile; sweep profiles have none.
-        profile, _ = calibrate.calibrate(
+        profile, _ = derivation.calibrate(
             hw, tuning, generation=hw.generation or 'intel-nehalem')
         bench = assess.Bench(hw, members)
         for label, guard in (('off', None), ('on', profile.guard)):

@@ -10,11 +10,11 @@ import click
 
 from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging import costmodel
-from nova_adaptive_paging import fileutil
+from nova_adaptive_paging import atomic_file as fileutil
 from nova_adaptive_paging import host as hostiface
-from nova_adaptive_paging.host import calibration
+from nova_adaptive_paging.host import calibration_runs as calibration
 from nova_adaptive_paging.host import transport as host_transport
-from nova_adaptive_paging.tuning import fit as fitlib
+from nova_adaptive_paging.tuning import cost_fit as fitlib
 
 
 @click.group('calibration')

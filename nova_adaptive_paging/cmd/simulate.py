@@ -5,11 +5,11 @@ import json
 import click
 
 from nova_adaptive_paging.cmd import common
-from nova_adaptive_paging import fileutil
+from nova_adaptive_paging import atomic_file as fileutil
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging import costmodel
 from nova_adaptive_paging.tuning import assess
-from nova_adaptive_paging.tuning import calibrate as calibration
+from nova_adaptive_paging.tuning import derivation as calibration
 from nova_adaptive_paging.costmodel import evaluator
 from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.costmodel import traces

@@ -3,6 +3,7 @@
 import click
 
 from nova_adaptive_paging.cmd import common
+from nova_adaptive_paging.pools import planner
 from nova_adaptive_paging.telemetry import generate
 from nova_adaptive_paging.telemetry import rules
 
@@ -28,10 +29,15 @@ def telemetry_group():
               default=rules.Config.advisory_gain_share, show_default=True)
 @click.option('--pool-misfit-share', type=click.FloatRange(0, 1),
               default=rules.Config.pool_misfit_share, show_default=True)
+@click.option('--pool-cooldown-s', type=click.IntRange(min=1),
+              default=int(planner.Params().cooldown_s), show_default=True,
+              help="The fleet strategy's cooldown_s audit parameter, if "
+                   "yours is not its default.")
 def generate_cmd(out, check, thrash_switches_per_hour, profile_max_age_days,
-                 advisory_gain_share, pool_misfit_share):
+                 advisory_gain_share, pool_misfit_share, pool_cooldown_s):
     """Write the rule files and dashboards from code."""
-    config = rules.Config(thrash_switches_per_hour=thrash_switches_per_hour,
+    config = rules.Config(pool_cooldown_s=pool_cooldown_s,
+                          thrash_switches_per_hour=thrash_switches_per_hour,
                           profile_max_age_days=profile_max_age_days,
                           advisory_gain_share=advisory_gain_share,
                           pool_misfit_share=pool_misfit_share)

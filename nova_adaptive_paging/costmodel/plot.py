@@ -1,6 +1,6 @@
 """``simulate --plot``: the adaptive policy's mode over time (matplotlib)."""
 
-from nova_adaptive_paging import fileutil
+from nova_adaptive_paging import atomic_file
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging import vocabulary
 
@@ -50,7 +50,7 @@ def draw(path, loaded, timelines, profile):
         ax.legend(loc='upper left', fontsize='small')
     fig.tight_layout()
     try:
-        fileutil.atomic_write(path, writer=lambda f: fig.savefig(
+        atomic_file.atomic_write(path, writer=lambda f: fig.savefig(
             f, format='png', dpi=90), binary=True)
     finally:
         pyplot.close(fig)

@@ -13,7 +13,7 @@ import time
 
 from nova_adaptive_paging.costmodel import traces
 from nova_adaptive_paging import exception
-from nova_adaptive_paging import fileutil
+from nova_adaptive_paging import atomic_file
 from nova_adaptive_paging import host as hostiface
 from nova_adaptive_paging.simhost import fusefs
 from nova_adaptive_paging.simhost import host as simhost
@@ -83,7 +83,7 @@ def run_loop(host, stop, duration):
         host.tick()
         now = time.monotonic()
         if now - written >= STATUS_S:
-            fileutil.atomic_write(status, json.dumps(host.status()))
+            atomic_file.atomic_write(status, json.dumps(host.status()))
             written = now
         if end is not None and now >= end:
             break

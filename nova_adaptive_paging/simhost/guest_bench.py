@@ -21,14 +21,15 @@ from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.costmodel import hardware as costhw
 from nova_adaptive_paging.host import files
 from nova_adaptive_paging.host import vm as vmfiles
-from nova_adaptive_paging.tuning import fit
+from nova_adaptive_paging.tuning import cost_fit
 from nova_adaptive_paging import vocabulary
 
 
 def modeled(result, mode, hw):
     """``result`` with the mode's modeled extra time added."""
     extra = (result['minflt'] * hw.cost_s(mode, vocabulary.EVENT_PAGE_FAULT)
-             + fit.misses(result) * hw.cost_s(mode, vocabulary.EVENT_TLB_MISS))
+             + cost_fit.misses(result)
+             * hw.cost_s(mode, vocabulary.EVENT_TLB_MISS))
     return dict(result, elapsed_s=result['elapsed_s'] + extra,
                 native_elapsed_s=result['elapsed_s'], mode=mode,
                 modeled='native run on the build machine plus the %s '

@@ -31,7 +31,7 @@ import uuid as uuidlib
 from nova_adaptive_paging.abi import model
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging import cpu
-from nova_adaptive_paging import fileutil
+from nova_adaptive_paging import atomic_file
 from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.costmodel import evaluator
 from nova_adaptive_paging.simhost import libvirt_xml
@@ -340,7 +340,7 @@ class SimHost:
         for name, vm in self.vms.items():
             path = os.path.join(pid_dir, name + '.pid')
             if vm.pid_written != path:
-                fileutil.atomic_write(path, '%d\n' % vm.pid)
+                atomic_file.atomic_write(path, '%d\n' % vm.pid)
                 vm.pid_written = path
         cpuinfo = cpu.cpuinfo_path(self.root)
         if not os.path.exists(cpuinfo):
@@ -355,11 +355,11 @@ class SimHost:
                           'cpu family\t: %d' % ident[1],
                           'model\t\t: %d' % ident[2]]
             lines.append('cpu MHz\t\t: %.3f' % mhz)
-            fileutil.atomic_write(cpuinfo, '\n'.join(lines) + '\n\n')
+            atomic_file.atomic_write(cpuinfo, '\n'.join(lines) + '\n\n')
         xml = libvirt_xml.node_xml([vm.domain for vm in self.vms.values()])
         path = os.path.join(self.root, NODE_XML)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        fileutil.atomic_write(path, xml)
+        atomic_file.atomic_write(path, xml)
 
     @property
     def libvirt_uri(self):

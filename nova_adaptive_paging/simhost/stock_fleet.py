@@ -43,7 +43,7 @@ import time
 from nova_adaptive_paging.costmodel import evaluator
 from nova_adaptive_paging.costmodel import traces as tracelib
 from nova_adaptive_paging import profiles
-from nova_adaptive_paging.simhost import fleet as simfleet
+from nova_adaptive_paging.simhost import scraped_fleet as simfleet
 from nova_adaptive_paging.simhost import host as simhost
 from nova_adaptive_paging.simhost import libvirt_xml
 from nova_adaptive_paging.simhost import prometheus

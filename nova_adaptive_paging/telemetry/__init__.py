@@ -1,2 +1,3 @@
-"""Telemetry: the metric names and help texts (``metrics``); the agent's
-collectors and the profiler's queries will live here too."""
+"""Telemetry: the metric names and help texts (:mod:`.metrics`), the
+agent's collector, the PromQL the profiler, the fleet strategy and the
+rules read, and the rules, alerts and dashboards generated from code."""

@@ -11,13 +11,17 @@ import dataclasses
 
 from nova_adaptive_paging.telemetry import metrics as M
 from nova_adaptive_paging.telemetry import queries as Q
-from nova_adaptive_paging.tuning import pool_fit
 
 GUEST = Q.by(*Q.GUEST)
 
 
 @dataclasses.dataclass(frozen=True)
 class Config:
+    # How long the fleet strategy keeps a guest in a pool (its cool-down;
+    # the dashboard counts the guests inside it).  The strategy's own
+    # parameter (pools.planner.Params.cooldown_s): the caller passes it
+    # in, so that telemetry reads nothing of the decision it observes.
+    pool_cooldown_s: int
     # A guest switching more often than this, sustained over an hour, is
     # thrashing: the DSP history (3 samples of 5 s) allows up to 240 an
     # hour, a phase-changing workload needs a handful.
@@ -32,10 +36,8 @@ class Config:
     advisory_gain_share: float = 0.05
     # Paging pools: adaptive guests that would run this much faster in
     # the other pool (a share of their time, modeled), for hours, are
-    # not being moved; and how long the strategy keeps a guest in a pool
-    # (its cool-down; the dashboard counts the guests inside it).
+    # not being moved.
     pool_misfit_share: float = 0.02
-    pool_cooldown_s: int = int(pool_fit.Params().cooldown_s)
     # How often the recording rules run (the demo's short fleet runs
     # them more often).
     rule_interval: str = '1m'
@@ -69,7 +71,7 @@ def _per_generation(metric):
         Q.per_guest_rate(metric, '5m'))
 
 
-def recording_rules(config=Config()):
+def recording_rules(config):
     mode_rate = Q.per_guest_rate(M.MODE_SECONDS, '5m', keep=('mode',))
     all_modes = Q.per_guest_rate(M.MODE_SECONDS, '5m')
     rules = [
@@ -117,7 +119,7 @@ def _alert(name, expr, for_, severity, summary, description):
                             'description': description}}
 
 
-def alerts(config=Config()):
+def alerts(config):
     c = config
     host_info = Q.host_info()
     return {'name': 'nova-paging.alerts', 'rules': [
@@ -202,7 +204,7 @@ def alerts(config=Config()):
     ]}
 
 
-def documents(config=Config()):
+def documents(config):
     """{relative path: YAML document} of the generated rule files."""
     return {'prometheus/rules.yml': {'groups': [recording_rules(config)]},
             'prometheus/alerts.yml': {'groups': [alerts(config)]}}

@@ -1,7 +1,7 @@
 """Thresholds per CPU generation from fleet telemetry.
 
-For each generation (:mod:`nova_adaptive_paging.telemetry.fleet` reads
-its aggregates):
+For each generation (its aggregates, which
+:mod:`nova_adaptive_paging.telemetry.generation_aggregates` reads):
 
 1. **Per-event costs**, as the agile-paging paper's Table IV estimates
    them: overhead time over events.  The kernel's shadow-maintenance
@@ -19,7 +19,7 @@ its aggregates):
    write costs, instruction rate, working set, the split between the two
    switch directions) stays the shipped profile's, and the report says
    so.
-3. **Thresholds**: :func:`.calibrate.calibrate`, the same search as
+3. **Thresholds**: :func:`.derivation.calibrate`, the same search as
    ``nova-paging calibrate``, on that cost profile.
 4. **The change**: the active and the new thresholds replayed with the
    evaluator on the held-out traces under the estimated costs.
@@ -37,7 +37,7 @@ from nova_adaptive_paging import exception
 from nova_adaptive_paging import pmu_events
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.tuning import assess
-from nova_adaptive_paging.tuning import calibrate
+from nova_adaptive_paging.tuning import derivation
 from nova_adaptive_paging import vocabulary
 
 # Below these, an estimate is noise: a generation needs this many events
@@ -65,7 +65,7 @@ class Costs:
 @dataclasses.dataclass
 class Result:
     generation: str
-    telemetry: object                 # fleet.Generation
+    telemetry: object                 # generation_aggregates.Generation
     reason: str = None                # set: too little data, no profile
     costs: Costs = None
     hardware: object = None           # the estimated cost profile
@@ -159,8 +159,8 @@ def calibrated(key, costs, traces=None):
     it (ValueError where the costs give no break-even)."""
     base = costhw.for_generation(key)
     hw = cost_profile(base, costs, key)
-    new, report = calibrate.calibrate(
-        hw, traces or calibrate.tuning_traces(), generation=key)
+    new, report = derivation.calibrate(
+        hw, traces or derivation.tuning_traces(), generation=key)
     return base, hw, new, report
 
 
@@ -215,7 +215,7 @@ def profile_generation(g, window, url, traces=None):
             samples=int(g.samples)))
     result.costs, result.hardware, result.base = costs, hw, base
     result.active = _active(g, profiles.builtin())
-    held_out = calibrate.held_out_traces()
+    held_out = derivation.held_out_traces()
     result.new_scores, result.new_summary = assess.assess(
         hw, result.profile, held_out)
     result.active_scores, result.active_summary = assess.assess(
@@ -240,8 +240,8 @@ def _confidence(g):
 def profile_fleet(client, window, at, url, generations=()):
     """A :class:`Result` per generation seen (or asked for); raises
     ProfilerError when no host reported at all."""
-    from nova_adaptive_paging.telemetry import fleet
-    seen = fleet.read(client, window, at)
+    from nova_adaptive_paging.telemetry import generation_aggregates
+    seen = generation_aggregates.read(client, window, at)
     if not seen:
         raise ProfilerError(
             '--prometheus %s: no nova-paging host reported over the last %s '
@@ -250,9 +250,10 @@ def profile_fleet(client, window, at, url, generations=()):
     results = []
     for key in list(generations) or sorted(seen):
         if key not in seen:
-            results.append(Result(key, fleet.Generation(key), reason=(
-                'no host of this generation reported over the last %s'
-                % window)))
+            results.append(Result(
+                key, generation_aggregates.Generation(key), reason=(
+                    'no host of this generation reported over the last %s'
+                    % window)))
         else:
             results.append(profile_generation(seen[key], window, url))
     return results

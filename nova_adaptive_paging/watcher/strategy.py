@@ -7,7 +7,7 @@ Each audit reads, from Prometheus, every stock host's pool and what the
 other mode would have saved each guest over the last window (its
 agent's advisory figures, MODELED), and proposes Watcher's standard
 ``migrate`` actions (live) for the moves
-:func:`nova_adaptive_paging.tuning.pool_fit.plan` chooses: guests with
+:func:`nova_adaptive_paging.pools.planner.plan` chooses: guests with
 ``hw:paging=adaptive`` only, each after a cool-down in its pool, paid for
 by a loss already seen, to a host of the other pool with room, at most
 ``budget`` a plan.  Nova's scheduler checks each destination against its
@@ -42,16 +42,16 @@ from watcher.decision_engine.strategy.strategies import base
 
 from nova_adaptive_paging.costmodel import migration
 from nova_adaptive_paging import policy
-from nova_adaptive_paging.telemetry import pool_figures
+from nova_adaptive_paging.pools import figures as pool_figures
 from nova_adaptive_paging.telemetry import prometheus_api
-from nova_adaptive_paging.tuning import pool_fit
+from nova_adaptive_paging.pools import planner
 from nova_adaptive_paging.watcher import goal
 
 LOG = log.getLogger(__name__)
 
-_PARAMS, _LINK = pool_fit.Params(), migration.Link()
+_PARAMS, _LINK = planner.Params(), migration.Link()
 # The audit parameters, the decision's and the migration model's, with
-# their defaults.  Their bounds are checked once, by pool_fit.Params and
+# their defaults.  Their bounds are checked once, by planner.Params and
 # migration.Link: a bad value fails the audit with one line naming it.
 PARAMETERS = {
     'horizon_s': ('Seconds of future a move is weighed over.',
@@ -124,13 +124,13 @@ class PagingFit(base.BaseStrategy):
         given = self.input_parameters or {}
         value = {k: given.get(k, v[1]) for k, v in PARAMETERS.items()}
         try:
-            params = pool_fit.Params(**{k: value[k] for k in (
+            params = planner.Params(**{k: value[k] for k in (
                 'horizon_s', 'window_s', 'cooldown_s', 'margin', 'budget',
                 'dirty_mib_s')})
             link = migration.Link(bandwidth_mib_s=value['bandwidth_mib_s'],
                                   max_downtime_s=value['max_downtime_s'],
                                   slowdown=value['slowdown'])
-        except (pool_fit.PoolFitError, migration.MigrationError) as exc:
+        except (planner.PoolFitError, migration.MigrationError) as exc:
             raise watcher_exception.WatcherException('paging_fit: %s' % exc)
         return params, link
 
@@ -153,7 +153,7 @@ class PagingFit(base.BaseStrategy):
         hosts, guests = [], []
         for node in model.get_all_compute_nodes().values():
             free = model.get_node_free_resources(node)
-            hosts.append(pool_fit.Host(
+            hosts.append(planner.Host(
                 node.hostname, figures.pools.get(node.hostname),
                 free['vcpu'], free['memory'], free['disk'],
                 enabled=(node.status == element.ServiceState.ENABLED.value
@@ -170,13 +170,13 @@ class PagingFit(base.BaseStrategy):
                     wanted = None
                 seen = figures.guests.get(inst.uuid)
                 current = seen is not None and seen.host == node.hostname
-                guests.append(pool_fit.Guest(
+                guests.append(planner.Guest(
                     inst.uuid, node.hostname,
                     wanted.value if wanted is not None else '',
                     inst.vcpus, inst.memory, inst.disk,
                     observed_s=seen.observed_s if current else None,
                     window_gain_s=seen.window_gain_s if current else None))
-        self.plan = pool_fit.plan(guests, hosts, params, link)
+        self.plan = planner.plan(guests, hosts, params, link)
         for hold in self.plan.holds:
             LOG.info('paging_fit: %s on %s stays: %s', hold.guest.uuid,
                      hold.guest.host, hold.reason)
@@ -194,7 +194,7 @@ class PagingFit(base.BaseStrategy):
             modeled_gain_seconds=round(sum(
                 m.horizon_gain_s - m.cost_s for m in self.plan.moves), 3),
             guests_held=sum(1 for h in self.plan.holds
-                            if not h.reason.startswith(pool_fit.STATIC)))
+                            if not h.reason.startswith(planner.STATIC)))
 
     def post_execute(self):
         pass

@@ -38,7 +38,7 @@ from nova_adaptive_paging import profiles
 from nova_adaptive_paging.simhost import host as simhost
 from nova_adaptive_paging.simhost import prometheus as promserver
 from nova_adaptive_paging.telemetry import queries
-from nova_adaptive_paging.tuning import fit
+from nova_adaptive_paging.tuning import cost_fit
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 COLLECTION = os.path.join(REPO, 'ansible')
@@ -453,7 +453,8 @@ def _recovered(site):
         path = os.path.join(site.dir, 'results', host + '.json')
         with open(path) as f:
             documents.append((path, json.load(f)))
-    return {gen: costs for gen, (_, _, costs) in fit.fit(documents).items()}
+    return {gen: costs
+            for gen, (_, _, costs) in cost_fit.fit(documents).items()}
 
 
 def test_calibration_fits_each_generations_costs_and_writes_a_profile(

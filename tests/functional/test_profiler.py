@@ -18,8 +18,8 @@ from nova_adaptive_paging.costmodel import hardware as costhw
 from nova_adaptive_paging.costmodel import traces as tracefiles
 from nova_adaptive_paging import pmu_events
 from nova_adaptive_paging import profiles
-from nova_adaptive_paging.simhost import fleet as simfleet
-from nova_adaptive_paging.telemetry import fleet
+from nova_adaptive_paging.simhost import scraped_fleet as simfleet
+from nova_adaptive_paging.telemetry import generation_aggregates
 from nova_adaptive_paging.telemetry import prometheus_api
 from nova_adaptive_paging.tuning import assess
 from nova_adaptive_paging.tuning import profiler
@@ -38,7 +38,7 @@ def telemetry(tmp_path_factory):
     source = work / 'fleet.om'
     # The agents' libvirt threads need a process without eventlet.
     subprocess.run([sys.executable, '-W', 'ignore', '-m',
-                    'nova_adaptive_paging.simhost.fleet', str(source),
+                    'nova_adaptive_paging.simhost.scraped_fleet', str(source),
                     str(MODELED_S), str(end), str(HOSTS)], check=True,
                    timeout=600)
     server = prometheus.Server(str(work), source.read_text())
@@ -68,7 +68,7 @@ def test_the_profiler_recovers_the_costs_and_its_thresholds_fit(
     run = nova_paging('profile', '--prometheus', url, '--range', '30m',
                       '--until', str(end), '--out', str(out))
     assert run.returncode == 0, run.stderr
-    seen = fleet.read(prometheus_api.Client(url), '30m', end)
+    seen = generation_aggregates.read(prometheus_api.Client(url), '30m', end)
     shipped = list(tracefiles.builtin().values())
     for truth in simfleet.truths():
         key = truth.generation
@@ -167,7 +167,8 @@ def test_bad_inputs_give_one_line_and_no_profile(telemetry, tmp_path):
     assert 'intel-westmere' in run.stdout and 'no profile' in run.stdout
     assert not list((tmp_path / 'd').glob('*.yaml'))
     # A generation with too few samples for an estimate: the same.
-    assert profiler.estimate(fleet.Generation('amd-zen3')).startswith('0 ')
+    assert profiler.estimate(
+        generation_aggregates.Generation('amd-zen3')).startswith('0 ')
     assert os.path.exists(tmp_path / 'd' / 'report.html')
 
 

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from nova_adaptive_paging.simhost import stock_fleet
-from nova_adaptive_paging.tuning import pool_fit
+from nova_adaptive_paging.pools import planner
 from tests.functional import prometheus
 
 HOUR = 3600
@@ -67,11 +67,11 @@ def test_static_guests_are_never_moved(day):
             first = {n: h for n, _, h, _ in stock_fleet.GUESTS}[name]
             assert guest['host'] == first
             for audit in day['audits']:
-                assert audit['held'][name].startswith(pool_fit.STATIC)
+                assert audit['held'][name].startswith(planner.STATIC)
 
 
 def test_no_guest_ping_pongs(day):
-    params = pool_fit.Params()
+    params = planner.Params()
     for name in day['guests']:
         hours = moves_of(day, name)
         gaps = [b - a for a, b in zip(hours, hours[1:])]
@@ -95,6 +95,6 @@ def test_guests_end_in_the_pool_their_last_phase_wants(day):
 def test_every_audit_says_why_a_guest_stays(day):
     first = day['audits'][0]['held']
     for name, guest in day['guests'].items():
-        kind = (pool_fit.COOLDOWN if guest['policy'] == 'adaptive'
-                else pool_fit.STATIC)
+        kind = (planner.COOLDOWN if guest['policy'] == 'adaptive'
+                else planner.STATIC)
         assert first[name].startswith(kind), (name, first[name])

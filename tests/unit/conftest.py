@@ -10,7 +10,7 @@ from nova_adaptive_paging.agent import service
 from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.costmodel import traces
 from nova_adaptive_paging import profiles
-from nova_adaptive_paging.simhost import fleet as simfleet
+from nova_adaptive_paging.simhost import scraped_fleet as simfleet
 from nova_adaptive_paging.simhost import host as simhost
 from nova_adaptive_paging import vocabulary
 

@@ -44,7 +44,7 @@ from nova_adaptive_paging.costmodel import traces
 from nova_adaptive_paging import placement
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.simhost import host as simhost
-from nova_adaptive_paging.simhost import fleet as simfleet
+from nova_adaptive_paging.simhost import scraped_fleet as simfleet
 from nova_adaptive_paging.telemetry import metrics
 from nova_adaptive_paging import vocabulary
 

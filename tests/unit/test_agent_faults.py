@@ -512,7 +512,7 @@ def test_guest_churn_reaches_the_running_agent_by_lifecycle_events(tmp_path):
     from nova_adaptive_paging.costmodel import hardware
     from nova_adaptive_paging.costmodel import traces
     from nova_adaptive_paging import profiles
-    from nova_adaptive_paging.simhost import fleet as simfleet
+    from nova_adaptive_paging.simhost import scraped_fleet as simfleet
     from nova_adaptive_paging.simhost import host as simhost
     from nova_adaptive_paging.agent import service
     sim = simhost.SimHost(str(tmp_path), hardware.resolve('nehalem'),

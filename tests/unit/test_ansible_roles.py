@@ -8,7 +8,7 @@ import jinja2
 import yaml
 
 from nova_adaptive_paging.abi import spec
-from nova_adaptive_paging.host import calibration
+from nova_adaptive_paging.host import calibration_runs
 from nova_adaptive_paging.scheduler.filters import paging_filter
 from nova_adaptive_paging.telemetry import metrics
 from nova_adaptive_paging.telemetry import queries
@@ -72,7 +72,7 @@ def test_the_names_the_roles_use_are_the_packages():
     assert '%s{' % metrics.PROFILE_INFO.name in thresholds
     build = read(ROLES, 'calibrate', 'tasks', 'build.yml')
     makefile = read(ROLES, 'calibrate', 'files', 'Makefile')
-    for program in calibration.BENCHES.values():
+    for program in calibration_runs.BENCHES.values():
         assert program + '.c' in build
         assert program in re.search(r'^PROGS = (.*)$', makefile,
                                     re.M).group(1).split()

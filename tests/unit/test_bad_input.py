@@ -11,10 +11,10 @@ from nova_adaptive_paging.costmodel import evaluator
 from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.costmodel import traces
 from nova_adaptive_paging import cpu
-from nova_adaptive_paging import fileutil
+from nova_adaptive_paging import atomic_file
 from nova_adaptive_paging import policy
 from nova_adaptive_paging import profiles
-from nova_adaptive_paging.tuning import calibrate
+from nova_adaptive_paging.tuning import derivation
 
 HEADER = 'interval_s,instructions,tlb_misses,page_faults\n'
 ROW = '5,10000000000,20000000,100000\n'
@@ -76,8 +76,8 @@ def test_calibrate_writes_only_keys_a_host_can_have(tmp_path):
     assert profiles.load(str(out)).generation == key
     hw = hardware.resolve('nehalem')
     bare = hardware.Hardware(**dict(hw.__dict__, generation=None))
-    with pytest.raises(calibrate.CalibrationError, match='--generation'):
-        calibrate.generation_for(bare)
+    with pytest.raises(derivation.CalibrationError, match='--generation'):
+        derivation.generation_for(bare)
 
 
 def test_plot_to_a_bad_path_fails_before_the_replay(tmp_path, monkeypatch):
@@ -146,7 +146,7 @@ def test_atomic_write_keeps_the_old_file_on_failure(tmp_path):
         f.write('new, half')
         raise OSError(28, 'No space left on device')
     with pytest.raises(OSError) as err:
-        fileutil.atomic_write(str(path), writer=half)
+        atomic_file.atomic_write(str(path), writer=half)
     assert err.value.filename == str(path)
     assert path.read_text() == 'old\n'
     assert os.listdir(tmp_path) == ['p.yaml']

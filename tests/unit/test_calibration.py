@@ -12,9 +12,9 @@ import pytest
 
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.cmd import cli
-from nova_adaptive_paging.host import calibration
+from nova_adaptive_paging.host import calibration_runs
 from nova_adaptive_paging.host import vm as vmfiles
-from nova_adaptive_paging.tuning import fit
+from nova_adaptive_paging.tuning import cost_fit
 from tests.unit import test_switch_cost as sc
 
 SOURCES = os.path.join(os.path.dirname(__file__), '..', '..', 'ansible',
@@ -45,7 +45,7 @@ def test_fault_churn_faults_at_least_once_per_page_touched(bench_dir):
     # and each child's copy on write: one minor fault per page each.
     assert result['pages_touched'] == 512 * (8 + 3 + 1)
     assert result['minflt'] >= result['pages_touched']
-    calibration.parse_output(done.stdout, calibration.FAULT, 'test')
+    calibration_runs.parse_output(done.stdout, calibration_runs.FAULT, 'test')
 
 
 def test_tlb_chase_time_per_access_grows_with_the_working_set(bench_dir):
@@ -74,19 +74,19 @@ def test_a_bad_benchmark_argument_is_one_line_and_exit_2(bench_dir):
 def _result(bench, elapsed, minflt, count):
     doc = {'bench': bench, 'elapsed_s': elapsed, 'minflt': minflt,
            'tlb_misses': -1}
-    doc[fit.MISS_ESTIMATE[bench]] = count
+    doc[cost_fit.MISS_ESTIMATE[bench]] = count
     return doc
 
 
 def synthetic(fault_s, miss_s, switch_ns, generation='amd-zen3',
               host='h1'):
     """Runs whose times follow the cost model exactly (the oracle)."""
-    events = {calibration.TLB: (2100, 20e6), calibration.FAULT: (150e3,
-                                                                 150e3)}
-    native = {calibration.TLB: 0.4, calibration.FAULT: 0.3}
+    events = {calibration_runs.TLB: (2100, 20e6),
+              calibration_runs.FAULT: (150e3, 150e3)}
+    native = {calibration_runs.TLB: 0.4, calibration_runs.FAULT: 0.3}
     runs = []
     for bench, (faults, misses) in events.items():
-        for kind in calibration.KINDS:
+        for kind in calibration_runs.KINDS:
             extra = {'hap': misses * miss_s, 'shadow': faults * fault_s,
                      'h-s-h': misses * miss_s}[kind]
             trips = 1 if kind == 'h-s-h' else 0
@@ -101,11 +101,11 @@ def synthetic(fault_s, miss_s, switch_ns, generation='amd-zen3',
 
 
 def test_the_fit_recovers_the_costs_the_runs_were_made_with():
-    fitted = fit.fit([('a.json', synthetic(6e-6, 5e-9, 400e3)),
-                      ('b.json', synthetic(8e-6, 3e-9, 600e3,
-                                           host='h2')),
-                      ('c.json', synthetic(12e-6, 4.5e-9, 900e3,
-                                           'intel-skylake-server'))])
+    fitted = cost_fit.fit([('a.json', synthetic(6e-6, 5e-9, 400e3)),
+                           ('b.json', synthetic(8e-6, 3e-9, 600e3,
+                                                host='h2')),
+                           ('c.json', synthetic(12e-6, 4.5e-9, 900e3,
+                                                'intel-skylake-server'))])
     assert sorted(fitted) == ['amd-zen3', 'intel-skylake-server']
     profile, hosts, costs = fitted['amd-zen3']
     assert [h.host for h in hosts] == ['h1', 'h2']
@@ -135,14 +135,14 @@ def test_a_load_during_some_repeats_does_not_move_the_fit():
             run['result']['elapsed_s'] += slowed[run['kind']][rep]
             runs.append(run)
     doc['runs'] = runs
-    costs = fit.fit([('a.json', doc)])['amd-zen3'][2]
+    costs = cost_fit.fit([('a.json', doc)])['amd-zen3'][2]
     assert (costs.fault_s, costs.miss_s) == (pytest.approx(6e-6),
                                              pytest.approx(5e-9))
 
 
 def test_more_expensive_faults_give_a_higher_pf_upper_threshold():
-    cheap = fit.fit([('a', synthetic(2e-6, 5e-9, 400e3))])['amd-zen3'][0]
-    dear = fit.fit([('a', synthetic(20e-6, 5e-9, 400e3))])['amd-zen3'][0]
+    cheap = cost_fit.fit([('a', synthetic(2e-6, 5e-9, 400e3))])['amd-zen3'][0]
+    dear = cost_fit.fit([('a', synthetic(20e-6, 5e-9, 400e3))])['amd-zen3'][0]
     # Shadow pays per fault: the dearer a fault, the fewer faults it
     # takes to leave shadow mode (the paper's P-to-T break-even).
     assert dear.thresholds.pt_upper < cheap.thresholds.pt_upper
@@ -164,8 +164,8 @@ def test_more_expensive_faults_give_a_higher_pf_upper_threshold():
 def test_results_the_fit_cannot_use_are_named(edit, words):
     doc = synthetic(6e-6, 5e-9, 400e3)
     edit(doc)
-    with pytest.raises(fit.FitError) as exc:
-        fit.fit([('x.json', doc)])
+    with pytest.raises(cost_fit.FitError) as exc:
+        cost_fit.fit([('x.json', doc)])
     assert str(exc.value).startswith('x.json: ')
     assert words in str(exc.value)
 
@@ -196,11 +196,12 @@ def test_measure_runs_each_kind_and_puts_the_vm_back(tmp_path):
     t = sc.Wrapped(host)
     vm = vmfiles.Vm(t, sc.NAME)
     vm.set_policy('shadow')
-    line = json.dumps(_result(calibration.TLB, 0.01, 10, 100))
-    fault = json.dumps(_result(calibration.FAULT, 0.01, 100, 100))
+    line = json.dumps(_result(calibration_runs.TLB, 0.01, 10, 100))
+    fault = json.dumps(_result(calibration_runs.FAULT, 0.01, 100, 100))
     bin_dir = tmp_path
-    for name, text in ((calibration.BENCHES[calibration.TLB], line),
-                       (calibration.BENCHES[calibration.FAULT], fault)):
+    benches = calibration_runs.BENCHES
+    for name, text in ((benches[calibration_runs.TLB], line),
+                       (benches[calibration_runs.FAULT], fault)):
         path = bin_dir / name
         # A second long: the round trip, at half the static run's
         # median time, falls inside the run however loaded the machine
@@ -211,12 +212,13 @@ def test_measure_runs_each_kind_and_puts_the_vm_back(tmp_path):
     cpuinfo.parent.mkdir()
     cpuinfo.write_text('vendor_id\t: AuthenticAMD\ncpu family\t: 25\n'
                        'model\t\t: 1\n\n')
-    doc = calibration.measure(t, sc.NAME, str(bin_dir), repeats=1,
-                              root=str(tmp_path), host='h1')
+    doc = calibration_runs.measure(t, sc.NAME, str(bin_dir), repeats=1,
+                                   root=str(tmp_path), host='h1')
     assert doc['generation'] == 'amd-zen3'
     assert len(doc['runs']) == 2 * 3
     assert {(r['bench'], r['kind']) for r in doc['runs']} == {
-        (b, k) for b in calibration.BENCHES for k in calibration.KINDS}
+        (b, k) for b in calibration_runs.BENCHES
+        for k in calibration_runs.KINDS}
     trips = [r for r in doc['runs'] if r['kind'] == 'h-s-h']
     assert all(r['switches'] == 2 for r in trips)
     assert vm.word(spec.FILE_POLICY) == 'shadow'
@@ -226,12 +228,12 @@ def test_measure_runs_each_kind_and_puts_the_vm_back(tmp_path):
 def test_measure_refuses_output_that_is_no_benchmark(tmp_path):
     host = sc.make_host()
     t = sc.Wrapped(host)
-    for name in calibration.BENCHES.values():
+    for name in calibration_runs.BENCHES.values():
         path = tmp_path / name
         path.write_text('#!/bin/sh\necho hello\n')
         path.chmod(0o755)
-    with pytest.raises(calibration.BenchmarkError) as exc:
-        calibration.measure(t, sc.NAME, str(tmp_path), repeats=1,
-                            root=str(tmp_path))
+    with pytest.raises(calibration_runs.BenchmarkError) as exc:
+        calibration_runs.measure(t, sc.NAME, str(tmp_path), repeats=1,
+                                 root=str(tmp_path))
     assert "tlb-chase hap run 1: output 'hello\\n'" in str(exc.value)
     assert vmfiles.Vm(t, sc.NAME).word(spec.FILE_POLICY) == 'hap'

@@ -1,6 +1,6 @@
 """Calibration holds on CPU generations nobody tuned it for (modeled).
 
-The unit-sized version of bench/bench_calibrate.py: thresholds searched
+The unit-sized version of bench/bench_derivation.py: thresholds searched
 on the tuning traces, judged on the held-out ones, for the shipped
 hardware profiles and a few sweep profiles of a seed the benchmark does
 not use.  The goal is the product's promise (issue text, and
@@ -17,12 +17,12 @@ from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.costmodel import traces
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.tuning import assess
-from nova_adaptive_paging.tuning import calibrate
+from nova_adaptive_paging.tuning import derivation
 from nova_adaptive_paging.tuning import sweep
 
 SHIPPED = traces.builtin()
-TUNING = [SHIPPED[n] for n in calibrate.TUNING_TRACES]
-HELD_OUT = [SHIPPED[n] for n in calibrate.HELD_OUT_TRACES]
+TUNING = [SHIPPED[n] for n in derivation.TUNING_TRACES]
+HELD_OUT = [SHIPPED[n] for n in derivation.HELD_OUT_TRACES]
 FAMILY = ([hardware.resolve(n) for n in hardware.builtin_names()]
           + sweep.profiles(4, seed=5))
 
@@ -50,7 +50,7 @@ def test_the_sweep_is_seeded_and_spans_the_ranges():
 
 @pytest.mark.parametrize('hw', FAMILY, ids=lambda h: h.name)
 def test_calibration_meets_the_goal_on_held_out_traces(hw):
-    choice = calibrate.search(hw, TUNING)
+    choice = derivation.search(hw, TUNING)
     scores = assess.Bench(hw, HELD_OUT).score(
         choice.thresholds, choice.history, choice.interval_s)
     phased = [s for s in scores if s.phased]

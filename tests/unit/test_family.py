@@ -14,7 +14,7 @@ from nova_adaptive_paging.costmodel import family
 from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.costmodel import traces
 from nova_adaptive_paging.tuning import assess
-from nova_adaptive_paging.tuning import calibrate
+from nova_adaptive_paging.tuning import derivation
 from nova_adaptive_paging.tuning import sweep
 
 
@@ -26,7 +26,7 @@ def test_the_same_seed_gives_the_same_family_and_another_does_not():
 
 
 def test_its_periods_reach_below_the_shortest_interval_and_to_minutes():
-    assert min(family.PERIODS_S) < min(calibrate.INTERVALS)
+    assert min(family.PERIODS_S) < min(derivation.INTERVALS)
     assert max(family.PERIODS_S) >= 5 * 60
     names = {t.name for t in family.family(duration_s=10, shipped=False)}
     assert {'alt-%gs' % p for p in family.PERIODS_S} <= names
@@ -81,8 +81,8 @@ def calibrated():
     guard calibration gives it on the tuning traces."""
     hws = [hardware.resolve(n) for n in hardware.builtin_names()]
     hws += sweep.profiles(2, sweep.DEFAULT_SEED)
-    return [(hw, calibrate.calibrate(
-        hw, calibrate.tuning_traces(),
+    return [(hw, derivation.calibrate(
+        hw, derivation.tuning_traces(),
         generation=hw.generation or 'intel-nehalem')[0]) for hw in hws]
 
 

@@ -2,7 +2,7 @@
 against a real one in tests/functional/test_profiler.py)."""
 
 from nova_adaptive_paging.costmodel import hardware
-from nova_adaptive_paging.telemetry import fleet
+from nova_adaptive_paging.telemetry import generation_aggregates
 from nova_adaptive_paging.tuning import profiler
 
 # A generation whose CPU counts walk cycles, and one whose CPU does not
@@ -11,9 +11,9 @@ COUNTED, UNCOUNTED = 'intel-skylake-server', 'amd-zen3'
 
 
 def _rich(key):
-    g = fleet.Generation(key, hosts=1, guests=2, samples=1000,
-                         shadow_maint_s=1.0, hap_walk_s=0.01,
-                         shadow_walk_s=0.004, switching_s=0.1, switches=100)
+    g = generation_aggregates.Generation(
+        key, hosts=1, guests=2, samples=1000, shadow_maint_s=1.0,
+        hap_walk_s=0.01, shadow_walk_s=0.004, switching_s=0.1, switches=100)
     g.events['shadow']['page_fault'] = 1e5       # 10 us a fault
     g.events['hap']['tlb_miss'] = 2e6            # 5 ns a 2-D walk
     g.events['shadow']['tlb_miss'] = 2e6         # 2 ns a shadow walk

@@ -12,7 +12,7 @@ from nova_adaptive_paging.cmd import cli
 from nova_adaptive_paging import cpu
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging import profiles
-from nova_adaptive_paging.tuning import calibrate
+from nova_adaptive_paging.tuning import derivation
 from nova_adaptive_paging.costmodel import evaluator
 from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.costmodel import traces
@@ -241,12 +241,12 @@ def test_oracle_is_a_lower_bound_of_static_modes(name):
 @pytest.fixture(scope='module')
 def calibrated():
     # Tuned on the tuning traces only; judged on the held-out ones.
-    return {name: calibrate.calibrate(hw, calibrate.tuning_traces())[0]
+    return {name: derivation.calibrate(hw, derivation.tuning_traces())[0]
             for name, hw in HARDWARE.items()}
 
 
 def test_the_split_keeps_tuning_and_testing_apart():
-    tune, held = set(calibrate.TUNING_TRACES), set(calibrate.HELD_OUT_TRACES)
+    tune, held = set(derivation.TUNING_TRACES), set(derivation.HELD_OUT_TRACES)
     assert not tune & held
     assert tune | held == set(TRACES)
     assert {n for n in PHASED} & tune and {n for n in PHASED} & held
@@ -262,9 +262,9 @@ def test_calibrated_profile_is_in_the_foundation_format(calibrated):
 def test_adaptive_with_derived_thresholds_within_1_percent(calibrated):
     """For every hardware profile and held-out trace: within 1 % of the
     better static mode; better than it on the phase-changing traces."""
-    assert set(PHASED) & set(calibrate.HELD_OUT_TRACES)
+    assert set(PHASED) & set(derivation.HELD_OUT_TRACES)
     for hw_name, profile in calibrated.items():
-        for name in calibrate.HELD_OUT_TRACES:
+        for name in derivation.HELD_OUT_TRACES:
             trace = TRACES[name]
             r = evaluator.evaluate(trace, HARDWARE[hw_name], profile)
             vs_static = evaluator.regret(r)[0]
@@ -279,9 +279,9 @@ def test_derived_thresholds_follow_the_costs():
     thresholds; a TLB-miss frequency pays off sooner, so the FTLB
     thresholds fall; the fault thresholds rise (same free factors)."""
     old_hw, new_hw = HARDWARE['nehalem'], HARDWARE['sapphirerapids-5lp']
-    assert calibrate.break_even(new_hw)[0] > calibrate.break_even(old_hw)[0]
-    t_old = calibrate.derive(old_hw, 3, 5, 1.25, 10)
-    t_new = calibrate.derive(new_hw, 3, 5, 1.25, 10)
+    assert derivation.break_even(new_hw)[0] > derivation.break_even(old_hw)[0]
+    t_old = derivation.derive(old_hw, 3, 5, 1.25, 10)
+    t_new = derivation.derive(new_hw, 3, 5, 1.25, 10)
     assert t_new.pt_upper > t_old.pt_upper
     assert t_new.pt_lower > t_old.pt_lower
     assert t_new.tlb_upper < t_old.tlb_upper
@@ -295,7 +295,7 @@ def test_below_the_lower_thresholds_a_mode_loses_little():
     kept may lose at most half the 1 % regret bound to the other, however
     short the stay (1 s interval, window of one) and dear the switch."""
     for hw in HARDWARE.values():
-        t = calibrate.derive(hw, 1, 1, 1.25, 10)
+        t = derivation.derive(hw, 1, 1, 1.25, 10)
         ips = hw.reference_ips
         hap_loss = (t.tlb_lower / 1e6 * ips) * (
             hw.cost_s('hap', 'tlb_miss') - hw.cost_s('shadow', 'tlb_miss'))
@@ -308,8 +308,8 @@ def test_below_the_lower_thresholds_a_mode_loses_little():
 
 def test_break_even_matches_the_papers_costs():
     # 4 ns per TLB miss against 10 us per fault: P-to-T 4000 (x1e-7).
-    assert calibrate.break_even(NEHALEM)[0] == pytest.approx(4000)
-    t = calibrate.derive(NEHALEM, 3, 5, 1.25, 10)
+    assert derivation.break_even(NEHALEM)[0] == pytest.approx(4000)
+    t = derivation.derive(NEHALEM, 3, 5, 1.25, 10)
     assert t.pt_lower < profiles.to_milli(4000) < t.pt_upper
     assert isinstance(t, dsp.Thresholds)
 

@@ -19,8 +19,8 @@ from watcher.decision_engine.loading import default as watcher_loading
 from watcher.decision_engine.model import element
 from watcher.decision_engine.model import model_root
 
-from nova_adaptive_paging.telemetry import pool_figures
-from nova_adaptive_paging.tuning import pool_fit
+from nova_adaptive_paging.pools import figures as pool_figures
+from nova_adaptive_paging.pools import planner
 from nova_adaptive_paging.watcher import strategy as strategylib
 
 HOUR = 3600.0
@@ -112,7 +112,7 @@ def test_the_strategy_honours_cool_down_and_budget(watcher_conf):
     solution = s.execute()
     moved = {a['input_parameters']['resource_id'] for a in solution.actions}
     assert len(moved) == 2 and fresh.uuid not in moved
-    assert s.plan.held(pool_fit.COOLDOWN)[0].guest.uuid == fresh.uuid
+    assert s.plan.held(planner.COOLDOWN)[0].guest.uuid == fresh.uuid
 
 
 def test_a_guest_whose_figures_are_from_another_host_stays(watcher_conf):
@@ -125,7 +125,7 @@ def test_a_guest_whose_figures_are_from_another_host_stays(watcher_conf):
         {'hap-1': 'hap', 'shadow-1': 'shadow'},
         {moved.uuid: pool_figures.GuestFigures('shadow-1', 9 * HOUR, 400)}))
     assert not s.execute().actions
-    assert s.plan.held(pool_fit.NO_FIGURES)
+    assert s.plan.held(planner.NO_FIGURES)
 
 
 def test_bad_audit_parameters_fail_the_audit_with_one_line(watcher_conf):
@@ -170,7 +170,7 @@ def test_a_gain_that_does_not_pay_for_its_migration_moves_nothing(
     s = strategy_for(model, pool_figures.Figures(POOLS, {
         small.uuid: pool_figures.GuestFigures('hap-1', 10 * HOUR, 0.2)}))
     assert not s.execute().actions
-    assert s.plan.held(pool_fit.NOT_WORTH)[0].guest.uuid == small.uuid
+    assert s.plan.held(planner.NOT_WORTH)[0].guest.uuid == small.uuid
 
 
 def test_a_full_pool_takes_no_guest(watcher_conf):
@@ -179,7 +179,7 @@ def test_a_full_pool_takes_no_guest(watcher_conf):
     s = strategy_for(model, pool_figures.Figures(POOLS, {
         big.uuid: pool_figures.GuestFigures('hap-1', 10 * HOUR, 900)}))
     assert not s.execute().actions
-    assert s.plan.held(pool_fit.NO_ROOM)[0].guest.uuid == big.uuid
+    assert s.plan.held(planner.NO_ROOM)[0].guest.uuid == big.uuid
 
 
 def test_a_host_without_a_pool_keeps_its_guests(watcher_conf):
@@ -191,7 +191,7 @@ def test_a_host_without_a_pool_keeps_its_guests(watcher_conf):
     s = strategy_for(model, pool_figures.Figures(POOLS, {
         guest.uuid: pool_figures.GuestFigures('patched-1', 10 * HOUR, 900)}))
     assert not s.execute().actions
-    assert s.plan.held(pool_fit.NO_POOL)[0].guest.uuid == guest.uuid
+    assert s.plan.held(planner.NO_POOL)[0].guest.uuid == guest.uuid
 
 
 def test_an_alternating_guest_is_not_moved_back_and_forth(watcher_conf):
@@ -220,6 +220,6 @@ def test_an_alternating_guest_is_not_moved_back_and_forth(watcher_conf):
                 where, arrived = dest, t
                 moves.append(hour)
         gaps = [b - a for a, b in zip(moves, moves[1:])]
-        assert all(g * HOUR >= pool_fit.Params().cooldown_s for g in gaps)
+        assert all(g * HOUR >= planner.Params().cooldown_s for g in gaps)
         if period_h < 1:
             assert moves == []

@@ -1,7 +1,7 @@
 """Per-event and switching costs from calibration runs, and thresholds
 from them (``nova-paging calibration fit``).
 
-Each host's results (:mod:`nova_adaptive_paging.host.calibration`) give,
+Each host's results (:mod:`nova_adaptive_paging.host.calibration_runs`) give,
 for each benchmark, the guest time of its fastest run with the VM fixed
 at hap and fixed at shadow: whatever else runs on the host (other
 guests, interrupts, a frequency drop) can only slow a run down, so the
@@ -25,7 +25,7 @@ across hosts goes into the profile's provenance.  Everything the runs
 cannot see (CR3 write costs, how a shadow rebuild grows with memory)
 stays that of the generation's shipped hardware profile, as the
 profiler does with fleet telemetry, and the thresholds come from the
-same search (:mod:`nova_adaptive_paging.tuning.calibrate`).
+same search (:mod:`nova_adaptive_paging.tuning.derivation`).
 """
 
 import collections
@@ -35,7 +35,7 @@ import statistics
 
 from nova_adaptive_paging import cpu
 from nova_adaptive_paging import exception
-from nova_adaptive_paging.host import calibration
+from nova_adaptive_paging.host import calibration_runs
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.tuning import profiler
 from nova_adaptive_paging import vocabulary
@@ -43,8 +43,8 @@ from nova_adaptive_paging import vocabulary
 HAP, SHADOW = vocabulary.HAP, vocabulary.SHADOW
 # Which benchmark field counts the TLB misses when no counter could be
 # opened in the guest.
-MISS_ESTIMATE = {calibration.TLB: 'accesses',
-                 calibration.FAULT: 'pages_touched'}
+MISS_ESTIMATE = {calibration_runs.TLB: 'accesses',
+                 calibration_runs.FAULT: 'pages_touched'}
 
 
 class FitError(exception.Error):
@@ -73,10 +73,10 @@ def check(doc, source):
     if not isinstance(doc, dict):
         raise FitError('%s: expected the JSON document "nova-paging '
                        'calibration measure" writes' % source)
-    if doc.get('format_version') != calibration.FORMAT_VERSION:
+    if doc.get('format_version') != calibration_runs.FORMAT_VERSION:
         raise FitError('%s: format_version %r; expected %d'
                        % (source, doc.get('format_version'),
-                          calibration.FORMAT_VERSION))
+                          calibration_runs.FORMAT_VERSION))
     if not cpu.is_generation_key(doc.get('generation')):
         raise FitError('%s: generation %r; expected a CPU generation key '
                        '(as "nova-paging cpu-generation" prints it)'
@@ -88,15 +88,15 @@ def check(doc, source):
     for i, run in enumerate(runs):
         where = '%s: runs[%d]' % (source, i)
         if not isinstance(run, dict) or run.get('bench') not in \
-                calibration.BENCHES or run.get('kind') not in \
-                calibration.KINDS:
+                calibration_runs.BENCHES or run.get('kind') not in \
+                calibration_runs.KINDS:
             raise FitError('%s: expected bench in %s and kind in %s' % (
-                where, ', '.join(calibration.BENCHES),
-                ', '.join(calibration.KINDS)))
+                where, ', '.join(calibration_runs.BENCHES),
+                ', '.join(calibration_runs.KINDS)))
         try:
-            calibration.check_result(run.get('result'), run['bench'],
-                                     where)
-        except calibration.BenchmarkError as exc:
+            calibration_runs.check_result(run.get('result'), run['bench'],
+                                          where)
+        except calibration_runs.BenchmarkError as exc:
             raise FitError(str(exc))
     return doc
 
@@ -107,7 +107,7 @@ def fit_host(doc, source):
     for run in doc['runs']:
         runs[run['bench'], run['kind']].append(run)
     rows = []
-    for bench in calibration.BENCHES:
+    for bench in calibration_runs.BENCHES:
         figs = {}
         for mode in vocabulary.MODES:
             got = runs.get((bench, mode))
@@ -140,7 +140,7 @@ def fit_host(doc, source):
             'policy really forced? are the runs long enough to beat the '
             'noise?)' % (source, fault_s * 1e6, miss_s * 1e9))
     trips = [r for r in doc['runs']
-             if r['kind'] == calibration.ROUND_TRIP]
+             if r['kind'] == calibration_runs.ROUND_TRIP]
     switches = sum(r.get('switches', 0) for r in trips)
     if switches <= 0:
         raise FitError('%s: no switch in the round-trip runs; expected '

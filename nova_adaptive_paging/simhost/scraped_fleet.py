@@ -276,7 +276,7 @@ def build(root, hosts_per_generation=2, guests=GUESTS, advisory=0):
 
 
 def main(argv=None):
-    """``python -m nova_adaptive_paging.simhost.fleet OUT SECONDS END
+    """``python -m nova_adaptive_paging.simhost.scraped_fleet OUT SECONDS END
     [HOSTS]``: simulate, write OUT in OpenMetrics with the last scrape
     at END (Unix time).  A process of its own: the agents run libvirt's
     event loop in threads, which eventlet-patched test processes (Nova's

@@ -8,8 +8,9 @@ workload: with the VM's policy fixed at hap, fixed at shadow, and with
 hap-shadow-hap round trips, each ``repeats`` times; the VM is put back as
 it was afterwards.  Each run keeps the benchmark's own figures (the JSON
 line it prints: elapsed seconds in the guest, faults, TLB misses where a
-counter could be opened), so :mod:`nova_adaptive_paging.tuning.fit` can
-turn the time differences between the modes into per-event costs.
+counter could be opened), so
+:mod:`nova_adaptive_paging.tuning.cost_fit` can turn the time
+differences between the modes into per-event costs.
 """
 
 import json

@@ -10,7 +10,7 @@ per-fault and per-miss costs, and the median time of one measurement.
 The error is this machine's noise on the native runs: the shadow-hap
 difference per TLB miss is a few ns over ~7-40 ns a native access.
 
-    python bench/bench_calibration.py [--runs 5] [--repeats 3]
+    python bench/bench_cost_fit.py [--runs 5] [--repeats 3]
 """
 
 import argparse
@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
 from nova_adaptive_paging.abi import spec  # noqa: E402
 from nova_adaptive_paging.costmodel import hardware as costhw  # noqa: E402
-from nova_adaptive_paging.tuning import fit  # noqa: E402
+from nova_adaptive_paging.tuning import cost_fit  # noqa: E402
 
 REPO = os.path.join(os.path.dirname(__file__), '..')
 FLEET = os.path.join(REPO, 'nova_adaptive_paging', 'simhost', 'data',
@@ -84,7 +84,8 @@ def main():
                     stderr=subprocess.DEVNULL)
                 seconds.append(time.monotonic() - t0)
                 with open(out) as f:
-                    costs = fit.fit([(out, json.load(f))])[hw.generation][2]
+                    fitted = cost_fit.fit([(out, json.load(f))])
+                    costs = fitted[hw.generation][2]
                 errors['fault'].append(
                     costs.fault_s * 1e9
                     / hw.event_cost_ns['shadow']['page_fault'] - 1)

@@ -1,4 +1,4 @@
-"""The fleet strategy's decision (tuning.pool_fit) and the live-migration
+"""The fleet strategy's decision (pools.planner) and the live-migration
 model it prices moves with (the Watcher strategy that calls them:
 test_watcher_strategy.py)."""
 
@@ -9,7 +9,7 @@ import pytest
 
 
 from nova_adaptive_paging.costmodel import migration
-from nova_adaptive_paging.tuning import pool_fit
+from nova_adaptive_paging.pools import planner
 
 HOUR = 3600.0
 
@@ -49,14 +49,14 @@ def test_a_bad_link_is_one_line_naming_it(field, value):
 
 # -- the decision ------------------------------------------------------------
 def host(name, pool, vcpus=64, memory=256 * 1024, disk=2000):
-    return pool_fit.Host(name, pool, vcpus, memory, disk)
+    return planner.Host(name, pool, vcpus, memory, disk)
 
 
 def guest(host_name, gain_per_hour, observed_h=10, policy='adaptive',
           memory=4096, uid=None):
-    return pool_fit.Guest(uid or str(uuidlib.uuid4()), host_name, policy,
-                          2, memory, 20, observed_s=observed_h * HOUR,
-                          window_gain_s=gain_per_hour, dirty_mib_s=50)
+    return planner.Guest(uid or str(uuidlib.uuid4()), host_name, policy,
+                         2, memory, 20, observed_s=observed_h * HOUR,
+                         window_gain_s=gain_per_hour, dirty_mib_s=50)
 
 
 HOSTS = [host('hap-1', 'hap'), host('shadow-1', 'shadow')]
@@ -64,7 +64,7 @@ HOSTS = [host('hap-1', 'hap'), host('shadow-1', 'shadow')]
 
 def test_a_guest_losing_to_its_pool_moves_to_the_other():
     g = guest('hap-1', gain_per_hour=120)
-    result = pool_fit.plan([g], HOSTS)
+    result = planner.plan([g], HOSTS)
     (move,) = result.moves
     assert (move.source, move.destination, move.to_mode) == (
         'hap-1', 'shadow-1', 'shadow')
@@ -75,51 +75,51 @@ def test_a_gain_that_does_not_pay_for_the_migration_stays():
     # 4 GiB dirtying 50 MiB/s costs about 0.4 s of guest time (modeled);
     # 0.5 s an hour is under twice that.
     g = guest('hap-1', gain_per_hour=0.5)
-    result = pool_fit.plan([g], HOSTS)
+    result = planner.plan([g], HOSTS)
     assert not result.moves
-    assert result.held(pool_fit.NOT_WORTH)[0].guest is g
+    assert result.held(planner.NOT_WORTH)[0].guest is g
 
 
 def test_a_full_pool_takes_no_one():
     full = [host('hap-1', 'hap'), host('shadow-1', 'shadow', memory=1024)]
-    result = pool_fit.plan([guest('hap-1', 120)], full)
-    assert not result.moves and result.held(pool_fit.NO_ROOM)
+    result = planner.plan([guest('hap-1', 120)], full)
+    assert not result.moves and result.held(planner.NO_ROOM)
 
 
 def test_a_guest_in_cool_down_stays():
-    result = pool_fit.plan([guest('hap-1', 120, observed_h=1)], HOSTS)
-    assert not result.moves and result.held(pool_fit.COOLDOWN)
+    result = planner.plan([guest('hap-1', 120, observed_h=1)], HOSTS)
+    assert not result.moves and result.held(planner.COOLDOWN)
 
 
 def test_the_budget_caps_an_audit_and_keeps_the_best_moves():
     guests = [guest('hap-1', gain, uid='%02d' % gain)
               for gain in (10, 40, 20, 30, 50)]
-    result = pool_fit.plan(guests, HOSTS, pool_fit.Params(budget=2))
+    result = planner.plan(guests, HOSTS, planner.Params(budget=2))
     assert [m.guest.uuid for m in result.moves] == ['50', '40']
-    assert len(result.held(pool_fit.BUDGET)) == 3
+    assert len(result.held(planner.BUDGET)) == 3
 
 
 def test_moves_of_one_audit_count_against_the_room_they_take():
     small = [host('hap-1', 'hap'),
              host('shadow-1', 'shadow', memory=6000)]
-    result = pool_fit.plan([guest('hap-1', 100), guest('hap-1', 90)],
-                           small)
-    assert len(result.moves) == 1 and result.held(pool_fit.NO_ROOM)
+    result = planner.plan([guest('hap-1', 100), guest('hap-1', 90)],
+                          small)
+    assert len(result.moves) == 1 and result.held(planner.NO_ROOM)
 
 
 def test_static_policies_are_never_moved_for_paging():
     for policy in ('hap', 'shadow', ''):
-        result = pool_fit.plan([guest('hap-1', 1e6, policy=policy)], HOSTS)
-        assert not result.moves and result.held(pool_fit.STATIC)
+        result = planner.plan([guest('hap-1', 1e6, policy=policy)], HOSTS)
+        assert not result.moves and result.held(planner.STATIC)
 
 
 def test_a_guest_without_figures_or_pool_stays_with_the_reason():
-    bare = pool_fit.Guest('u', 'hap-1', 'adaptive', 2, 4096, 20)
+    bare = planner.Guest('u', 'hap-1', 'adaptive', 2, 4096, 20)
     nowhere = guest('lost-1', 500)
-    result = pool_fit.plan([bare, nowhere], HOSTS)
+    result = planner.plan([bare, nowhere], HOSTS)
     assert not result.moves
-    assert result.held(pool_fit.NO_FIGURES)[0].guest is bare
-    assert result.held(pool_fit.NO_POOL)[0].guest is nowhere
+    assert result.held(planner.NO_FIGURES)[0].guest is bare
+    assert result.held(planner.NO_POOL)[0].guest is nowhere
 
 
 def test_an_alternating_guest_does_not_ping_pong():
@@ -128,7 +128,7 @@ def test_an_alternating_guest_does_not_ping_pong():
     phase, it moves at most once per cool-down, and its migrations cost
     at most 1/margin of the time it lost in the wrong pool (the
     guarantee the module states)."""
-    params = pool_fit.Params()
+    params = planner.Params()
     rate = 200.0 / HOUR                 # seconds saved per second
     for period_h in (0.5, 1, 2, 3, 5, 8, 13):
         for phase in (0.0, 0.25, 0.5):
@@ -146,10 +146,10 @@ def test_an_alternating_guest_does_not_ping_pong():
                     continue
                 window = sum(r * 60 for (s, r) in gain_log
                              if s >= t - params.window_s and s >= arrived)
-                g = pool_fit.Guest('x', pool + '-1', 'adaptive', 2, 4096, 20,
-                                   observed_s=t - arrived,
-                                   window_gain_s=window, dirty_mib_s=50)
-                result = pool_fit.plan(
+                g = planner.Guest('x', pool + '-1', 'adaptive', 2, 4096, 20,
+                                  observed_s=t - arrived,
+                                  window_gain_s=window, dirty_mib_s=50)
+                result = planner.plan(
                     [g], [host('hap-1', 'hap'), host('shadow-1', 'shadow')],
                     params)
                 if result.moves:
@@ -171,6 +171,6 @@ def test_an_alternating_guest_does_not_ping_pong():
     ({'margin': 0.5}, 'margin'), ({'budget': -1}, 'budget'),
     ({'window_s': 'x'}, 'window_s')])
 def test_bad_parameters_are_one_line_naming_them(kwargs, key):
-    with pytest.raises(pool_fit.PoolFitError) as err:
-        pool_fit.Params(**kwargs)
+    with pytest.raises(planner.PoolFitError) as err:
+        planner.Params(**kwargs)
     assert str(err.value).startswith(key) and '\n' not in str(err.value)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Calibration over a sweep of CPU generations, and its wall time.
 
-    python bench/bench_calibrate.py [--count 60] [--seed 2011] [--runs 5]
+    python bench/bench_derivation.py [--count 60] [--seed 2011] [--runs 5]
                                     [--interval S] [--verbose]
 
 All figures are MODELED (cost model, shipped traces).  Prints:
@@ -11,7 +11,7 @@ All figures are MODELED (cost model, shipped traces).  Prints:
   seconds on a 2-core machine);
 * for the shipped hardware profiles and ``--count`` sweep profiles
   (nova_adaptive_paging.tuning.sweep, seeded): thresholds searched on the
-  tuning traces, judged on the held-out traces (calibrate.TUNING_TRACES,
+  tuning traces, judged on the held-out traces (derivation.TUNING_TRACES,
   HELD_OUT_TRACES): the distribution of the share of the per-interval
   oracle's gain captured on phase-changing traces (goal >= 90 %), of the
   regret against the better static mode (goal <= 1 %), the switches in
@@ -31,30 +31,30 @@ from nova_adaptive_paging import profiles
 from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.costmodel import traces
 from nova_adaptive_paging.tuning import assess
-from nova_adaptive_paging.tuning import calibrate
+from nova_adaptive_paging.tuning import derivation
 from nova_adaptive_paging.tuning import sweep
 
 
 def wall_time(runs, interval):
     hw = hardware.resolve('nehalem')
-    tuning = calibrate.tuning_traces()
+    tuning = derivation.tuning_traces()
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        calibrate.search(hw, tuning, interval)
+        derivation.search(hw, tuning, interval)
         times.append(time.perf_counter() - t0)
     return statistics.median(times), min(times), max(times)
 
 
 def run_sweep(count, seed, interval, verbose):
     shipped = traces.builtin()
-    tuning = [shipped[n] for n in calibrate.TUNING_TRACES]
-    held = [shipped[n] for n in calibrate.HELD_OUT_TRACES]
+    tuning = [shipped[n] for n in derivation.TUNING_TRACES]
+    held = [shipped[n] for n in derivation.HELD_OUT_TRACES]
     family = [hardware.resolve(n) for n in hardware.builtin_names()]
     family += sweep.profiles(count, seed)
     captures, regrets, excess, met = [], [], 0, 0
     for hw in family:
-        choice = calibrate.search(hw, tuning, interval)
+        choice = derivation.search(hw, tuning, interval)
         scores = assess.Bench(hw, held).score(
             choice.thresholds, choice.history, choice.interval_s)
         summary = assess.summarize(scores)
@@ -75,15 +75,15 @@ def run_sweep(count, seed, interval, verbose):
 def cross(n):
     family = [hardware.resolve(name) for name in hardware.builtin_names()]
     family += sweep.profiles(n)
-    tuning = calibrate.tuning_traces()
+    tuning = derivation.tuning_traces()
     sources = []
     for hw in family:
-        c = calibrate.search(hw, tuning)
+        c = derivation.search(hw, tuning)
         sources.append((hw.name, profiles.Profile(
             hw.generation, c.thresholds, c.history, c.interval_s,
             profiles.Provenance('calibrated'))))
     sources.append(('paper Table 2', profiles.builtin()))
-    table = assess.cross_table(family, sources, calibrate.held_out_traces())
+    table = assess.cross_table(family, sources, derivation.held_out_traces())
     print('cross-generation (MODELED): thresholds calibrated for the row\'s '
           'generation, run on the column\'s costs; worst capture, worst '
           'regret; * misses the goal')
@@ -109,14 +109,14 @@ def main():
     med, lo, hi = wall_time(args.runs, args.interval)
     print('calibrate, one generation (nehalem), %d tuning traces: median '
           '%.2f s (min %.2f, max %.2f) over %d runs'
-          % (len(calibrate.TUNING_TRACES), med, lo, hi, args.runs))
+          % (len(derivation.TUNING_TRACES), med, lo, hi, args.runs))
     n, captures, regrets, excess, met = run_sweep(
         args.count, args.seed, args.interval, args.verbose)
     captures.sort()
     print('MODELED sweep: %d hardware profiles (shipped + %d drawn, seed '
           '%d), interval %s; judged on %d held-out traces'
           % (n, args.count, args.seed,
-             args.interval or 'searched', len(calibrate.HELD_OUT_TRACES)))
+             args.interval or 'searched', len(derivation.HELD_OUT_TRACES)))
     print('  oracle gain captured on phase-changing traces (%d cases): '
           'median %.1f %%, 10th percentile %.1f %%, worst %.1f %% (goal '
           '>= %.0f %%)' % (
