@@ -301,7 +301,7 @@ def test_the_built_collection_carries_its_files(site, tmp_path):
 
 def test_every_playbook_passes_the_syntax_check(site):
     for playbook in ('site.yml', 'calibrate.yml', 'validate.yml',
-                     'push-thresholds.yml', 'pools.yml'):
+                     'push_thresholds.yml', 'pools.yml'):
         done = site.play(playbook, '--syntax-check')
         assert done.returncode == 0, done.stdout + done.stderr
 
@@ -489,7 +489,7 @@ def test_push_thresholds_lands_each_generations_profile_and_the_agent_applies_it
         site):
     if not os.path.isdir(site.profiles):
         pytest.fail('needs the calibration test before it')
-    done = site.play('push-thresholds.yml')
+    done = site.play('push_thresholds.yml')
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr
     recap = site.recap(done.stdout)
     assert all(recap[h]['changed'] >= 1 for h in HOSTS)
@@ -506,7 +506,7 @@ def test_push_thresholds_lands_each_generations_profile_and_the_agent_applies_it
                                spec.PARAM_THRESHOLDS)) as f:
             assert spec.ThresholdSet.parse(f.read()) == \
                 spec.ThresholdSet.from_profile(profiles.loads(text))
-    again = site.play('push-thresholds.yml')
+    again = site.play('push_thresholds.yml')
     assert again.returncode == 0
     assert all(r['changed'] == 0 for r in site.recap(again.stdout).values()
                ), again.stdout[-5000:]
@@ -516,7 +516,7 @@ def test_a_host_whose_generation_has_no_profile_fails_alone(site):
     only = os.path.join(site.dir, 'only-zen3')
     os.makedirs(only)
     shutil.copy(os.path.join(site.profiles, 'amd-zen3.yaml'), only)
-    done = site.play('push-thresholds.yml', '-e',
+    done = site.play('push_thresholds.yml', '-e',
                      'nova_paging_profiles_dir=%s' % only)
     assert done.returncode != 0
     recap = site.recap(done.stdout)

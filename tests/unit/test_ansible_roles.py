@@ -3,6 +3,8 @@ name: what the roles write must say what the package means."""
 
 import os
 import re
+import subprocess
+import sys
 
 import jinja2
 import yaml
@@ -15,6 +17,8 @@ from nova_adaptive_paging.telemetry import queries
 
 REPO = os.path.join(os.path.dirname(__file__), '..', '..')
 ROLES = os.path.join(REPO, 'ansible', 'roles')
+PLAYBOOKS = os.path.join(REPO, 'ansible', 'playbooks')
+BIN = os.path.dirname(sys.executable)
 
 
 def read(*parts):
@@ -99,3 +103,35 @@ def test_the_monitoring_role_ships_every_generated_file():
         for name in generated:
             assert os.path.samefile(os.path.join(shipped, name), os.path.join(
                 REPO, 'dashboards', kind, name))
+
+
+def test_the_installed_collections_playbooks_run_by_name(tmp_path):
+    # What deployment.rst tells an operator: build, install, then run
+    # each playbook by name from a directory that is not ansible/.  A
+    # playbook whose name is not an identifier (push-thresholds) cannot
+    # be named so.
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(tmp_path / 'c'),
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / 'tmp'), ANSIBLE_NOCOLOR='1')
+    for args in (['build', os.path.join(REPO, 'ansible'), '--output-path',
+                  str(tmp_path / 'b')],
+                 ['install', '--no-deps', '-p', str(tmp_path / 'c')]):
+        if args[0] == 'install':
+            args += [str(p) for p in (tmp_path / 'b').iterdir()]
+        done = subprocess.run(
+            [os.path.join(BIN, 'ansible-galaxy'), 'collection'] + args,
+            capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+    names = sorted('nova_paging.fleet.' + n[:-len('.yml')]
+                   for n in os.listdir(PLAYBOOKS) if n.endswith('.yml'))
+    assert 'nova_paging.fleet.site' in names
+    (tmp_path / 'inventory.yml').write_text('all:\n  hosts: {}\n')
+    done = subprocess.run(
+        [os.path.join(BIN, 'ansible-playbook'), '-i', 'inventory.yml',
+         '--syntax-check'] + names, capture_output=True, text=True,
+        env=env, cwd=str(tmp_path), timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for name in names:
+        assert 'playbook: %s' % os.path.join(
+            str(tmp_path / 'c'), 'ansible_collections', 'nova_paging',
+            'fleet', 'playbooks', name.rsplit('.', 1)[1] + '.yml') \
+            in done.stdout, done.stdout
