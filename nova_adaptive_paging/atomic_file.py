@@ -4,6 +4,31 @@ import os
 import tempfile
 
 
+def _umask():
+    """The process's umask.  Read from /proc (Linux 4.7 and later)
+    rather than with os.umask(), which sets it: a file another thread
+    created meanwhile would get the wrong mode."""
+    try:
+        with open('/proc/self/status', encoding='ascii') as f:
+            for line in f:
+                if line.startswith('Umask:'):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def file_mode(path):
+    """The mode open(path, 'w') leaves a file with: an existing file's
+    own, else 0666 less the umask."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_umask()
+
+
 def atomic_write(path, content=None, writer=None, binary=False):
     """Replace ``path`` with ``content`` (or what ``writer(file)`` writes):
     a temporary file beside it, flushed to disk and renamed over it, so a
@@ -16,6 +41,10 @@ def atomic_write(path, content=None, writer=None, binary=False):
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, path) from None
     try:
+        # mkstemp makes the file 0600 whatever the umask: give it the
+        # mode open() would have, so that a profile written for the
+        # agent's user can be read by it.
+        os.fchmod(fd, file_mode(path))
         with os.fdopen(fd, 'wb' if binary else 'w',
                        **({} if binary else {'encoding': 'utf-8'})) as f:
             if writer is not None:
