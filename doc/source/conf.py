@@ -5,10 +5,17 @@
 import os
 import sys
 
+from docutils import nodes
+
 sys.path.insert(0, os.path.abspath('../..'))
+sys.path.insert(0, os.path.abspath('../../tools'))
+import release as release_tool  # noqa: E402
 
 project = 'nova-adaptive-paging'
 copyright = 'nova-adaptive-paging developers'
+# The release these docs describe, in every page's title: setup.cfg's
+# version, which tox -e release builds and checks the docs' pins against.
+version = release = release_tool.version()
 
 extensions = [
     'sphinx.ext.autodoc',
@@ -34,3 +41,19 @@ exclude_patterns = ['_build']
 html_theme = 'alabaster'
 html_static_path = []
 nitpicky = False
+
+
+# reno names the notes of a history without a release tag after its
+# scanner's starting point, "0.0.0": they are the notes of the release
+# being made.  Before the table of contents reads the title.
+RENO_UNTAGGED = '0.0.0'
+
+
+def _title_untagged_notes(app, doctree):
+    for title in list(doctree.findall(nodes.title)):
+        if title.astext() == RENO_UNTAGGED:
+            title.children = [nodes.Text(release)]
+
+
+def setup(app):
+    app.connect('doctree-read', _title_untagged_notes, priority=100)

@@ -17,7 +17,6 @@ natively on this machine and the simulated VM's mode adds its modeled
 costs (no machine here runs a guest whose paging mode costs anything).
 """
 
-import importlib.metadata
 import json
 import os
 import re
@@ -27,6 +26,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import zipfile
 
 import pytest
 import requests
@@ -62,20 +62,33 @@ def free_port():
     return promserver.free_port()
 
 
+def _built_from(wheel, commit):
+    with zipfile.ZipFile(wheel) as z:
+        names = [n for n in z.namelist() if n.endswith('.dist-info/pbr.json')]
+        if len(names) != 1:
+            return False
+        built = json.loads(z.read(names[0]))['git_version']
+    return bool(commit) and commit.startswith(built)
+
+
 @pytest.fixture(scope='module')
 def wheelhouse(tmp_path_factory):
     """The package and its dependencies as wheels (pip's cache makes
     this quick after tox installed them): the agent role installs from
     here, as a site without an index would.  The package is the wheel
     ``tox -e release`` built into ``$NAP_DIST``, as it is released, when
-    there is one of this checkout's version; else built from the tree."""
+    there is one of this commit (pbr records the commit it built in
+    pbr.json); else built from the tree."""
     out = tmp_path_factory.mktemp('wheels')
     source = REPO
     dist = os.environ.get('NAP_DIST')
     if dist and os.path.isdir(dist):
-        version = importlib.metadata.version('nova-adaptive-paging')
-        built = [n for n in os.listdir(dist) if n.startswith(
-            'nova_adaptive_paging-%s-' % version) and n.endswith('.whl')]
+        head = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=REPO,
+                              capture_output=True, text=True).stdout.strip()
+        built = [n for n in os.listdir(dist)
+                 if n.startswith('nova_adaptive_paging-')
+                 and n.endswith('.whl')
+                 and _built_from(os.path.join(dist, n), head)]
         if len(built) == 1:
             source = os.path.join(dist, built[0])
     done = subprocess.run(
