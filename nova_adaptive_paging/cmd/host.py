@@ -35,19 +35,35 @@ def host_capabilities():
 def show_capabilities():
     """Print what paging this host can give, as placement traits."""
     caps = host_capabilities()
+    root = CONF.adaptive_paging.host_root
+    click.echo('kvm: %s' % probe.describe_kvm(*probe.vendor_tdp(root)))
     click.echo('switching patch: %s' % ('ABI v%d' % caps.abi_version
                                         if caps.abi_version else 'absent'))
     click.echo('policies: %s' % (
-        ', '.join(sorted(m.value for m in caps.modes)) or
-        'none (no KVM vendor module loaded under %s: kvm_intel or kvm_amd; '
-        'this host takes only guests whose flavor has no %s)'
-        % (CONF.adaptive_paging.host_root, vocabulary.KEY_POLICY)))
+        ', '.join(sorted(m.value for m in caps.modes)) or 'none'))
+    click.echo('pool: %s' % _pool(caps))
     for reason in caps.blockers:
         click.echo('cannot switch: %s' % reason)
     click.echo('page-walk cycles: %s' % probe.walk_cycles(
         CONF.adaptive_paging.host_root, caps.generation))
     for trait in sorted(caps.traits()):
         click.echo(trait)
+
+
+def _pool(caps):
+    """Which paging pool this host serves (doc/source/stock-fleet.rst),
+    and why."""
+    if not caps.kvm:
+        return 'none (no KVM)'
+    if caps.switching and caps.tdp:
+        return 'hap and shadow (it switches; %s)' % vocabulary.TRAIT_POOL
+    if vocabulary.TRAIT_POOL in caps.traits():
+        return '%s (its guests run in %s paging; member: [adaptive_paging] ' \
+            'pool, %s)' % (caps.host_mode, caps.host_mode,
+                           vocabulary.TRAIT_POOL)
+    return '%s (its guests run in %s paging), not a member: set ' \
+        '[adaptive_paging] pool = true to take adaptive guests of a fleet ' \
+        'in pools' % (caps.host_mode, caps.host_mode)
 
 
 @host_group.command('status')

@@ -82,7 +82,8 @@ pool_opts = [
                 default=False,
                 help="""
 This host, whose kernel cannot switch, is in the fleet's hap or shadow
-pool (its ``kvm_intel ept=`` or ``kvm_amd npt=`` decides which): it then
+pool (its ``kvm_intel ept=`` or ``kvm_amd npt=`` decides which; a PVM
+host, ``kvm_pvm``, is always in the shadow pool): it then
 publishes ``CUSTOM_PAGING_POOL`` and takes guests whose flavor asks for
 ``hw:paging=adaptive`` in pools (``nova-paging flavor set --pools``),
 which the ``paging_fit`` Watcher strategy moves to the pool that suits

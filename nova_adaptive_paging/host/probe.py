@@ -16,6 +16,7 @@ from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging import capabilities
 from nova_adaptive_paging.host import files
 from nova_adaptive_paging import pmu_events
+from nova_adaptive_paging import vocabulary
 
 TDP_MMU = os.path.join(spec.PARAMS_DIR, spec.PARAM_TDP_MMU)
 SWITCH_SUPPORTED = os.path.join(spec.PARAMS_DIR, spec.PARAM_SWITCH_SUPPORTED)
@@ -24,6 +25,10 @@ PT_MODE = 'sys/module/kvm_intel/parameters/pt_mode'
 LOCKDOWN = 'sys/kernel/security/lockdown'
 # kvm_intel pt_mode: 0 system-wide tracing, 1 host-guest mode.
 PT_MODE_HOST_GUEST = '1'
+# PVM: the KVM module for guests of a host that is itself a guest (a
+# nested cloud's VM, no VMX or SVM of its own).  It runs every guest on
+# shadow page tables and has no ept/npt switch to read.
+PVM_MODULE = 'kvm_pvm'
 
 
 def _read(root, rel):
@@ -34,6 +39,12 @@ def _read(root, rel):
         return source.read(rel).strip()
     except (FileNotFoundError, NotADirectoryError):
         return None
+
+
+def _exists(root, rel):
+    source = files.FileTransport(root) if isinstance(root, str) else root
+    exists = getattr(source, 'exists', None)
+    return bool(exists is not None and exists(rel))
 
 
 def _flag(value):
@@ -53,13 +64,34 @@ def abi_version(root):
 
 
 def vendor_tdp(root):
-    """``(vendor module, TDP enabled)``: ``(None, False)`` without KVM."""
+    """``(vendor module, TDP enabled)``: ``(None, False)`` without KVM;
+    PVM's module is shadow paging only."""
     for module, param in spec.VENDOR_TDP_PARAMS:
         value = _read(root, os.path.join(spec.vendor_params_dir(module),
                                          param))
         if value is not None:
             return module, _flag(value)
+    if _exists(root, os.path.dirname(spec.vendor_params_dir(PVM_MODULE))):
+        return PVM_MODULE, False
     return None, False
+
+
+def describe_kvm(vendor, tdp):
+    """One line: the KVM module of this host and the paging its guests
+    get from it, or why they get none."""
+    if vendor is None:
+        return ('none: no KVM module loaded (%s or %s): this host takes '
+                'only guests whose flavor has no %s' % (
+                    ', '.join(m for m, _ in spec.VENDOR_TDP_PARAMS),
+                    PVM_MODULE, vocabulary.KEY_POLICY))
+    if vendor == PVM_MODULE:
+        return ('%s (PVM: KVM inside a guest, without hardware '
+                'virtualization): shadow paging only, it has no EPT/NPT '
+                'to give' % vendor)
+    param = dict(spec.VENDOR_TDP_PARAMS)[vendor]
+    return '%s, %s=%s: %s' % (vendor, param, 'Y' if tdp else 'N',
+                              'hardware-assisted paging (EPT/NPT)' if tdp
+                              else 'shadow paging (TDP turned off)')
 
 
 def tdp_mmu(root):

@@ -2,6 +2,9 @@
 /sys (the kernel's file names and formats: Linux 6.12's module
 parameters print bools as Y/N, securityfs brackets the lockdown level)."""
 
+import fcntl
+import os
+
 import pytest
 
 from nova_adaptive_paging.abi import spec
@@ -159,3 +162,62 @@ def test_the_page_walk_line_says_what_counts_walk_cycles_or_why_nothing(
                      ('intel-6-999', 'nobody has looked up')):
         line = probe.walk_cycles(root, key)
         assert line.startswith('%s: none: ' % key) and why in line, line
+
+
+# -- PVM: KVM for guests of a host that is itself a guest ---------------------
+def pvm_root(tmp_path):
+    # Its module's own parameters (Linux 6.18's PVM); kvm's TDP MMU is off.
+    write(tmp_path, 'sys/module/kvm_pvm/parameters/pvm_native', 'Y')
+    write(tmp_path, 'sys/module/kvm/parameters/tdp_mmu', 'N')
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize('pool', [False, True])
+def test_a_pvm_host_gives_shadow_paging_and_may_join_the_shadow_pool(
+        tmp_path, pool):
+    root = pvm_root(tmp_path)
+    assert probe.vendor_tdp(root) == ('kvm_pvm', False)
+    c = probe.detect(root, 'amd-zen4', calibrated=False, pool=pool)
+    assert c.kvm and c.modes == {P.SHADOW} and not c.switching
+    assert c.host_mode == vocabulary.SHADOW and c.blockers == ()
+    assert (vocabulary.TRAIT_POOL in c.traits()) == pool
+    assert not {vocabulary.TRAIT_HAP, vocabulary.TRAIT_SWITCHING} & \
+        c.traits()
+    assert 'shadow paging only' in probe.describe_kvm('kvm_pvm', False)
+
+
+def test_a_vendor_module_that_says_its_tdp_comes_first(tmp_path):
+    # Both loaded: /dev/kvm is the one whose TDP switch the kernel shows.
+    root = host_root(tmp_path, None, 'kvm_intel', 'Y')
+    pvm_root(tmp_path)
+    assert probe.vendor_tdp(root) == ('kvm_intel', True)
+
+
+# The real device, where this machine has one: KVM_GET_API_VERSION
+# (_IO(KVMIO, 0x00)) is 12 on every KVM since Linux 2.6.22, and the
+# modules sysfs lists loaded are the oracle for which one the probe names.
+KVM_GET_API_VERSION = 0xAE00
+KVM_API_VERSION = 12
+KVM_MODULES = ('kvm_intel', 'kvm_amd', probe.PVM_MODULE)
+
+
+@pytest.mark.skipif(not os.path.exists('/dev/kvm'),
+                    reason='this machine has no /dev/kvm: the probe of a '
+                           'real KVM host runs where there is one')
+def test_the_probe_of_this_machine_names_its_kvm():
+    if os.access('/dev/kvm', os.R_OK | os.W_OK):
+        fd = os.open('/dev/kvm', os.O_RDWR | os.O_CLOEXEC)
+        try:
+            assert fcntl.ioctl(fd, KVM_GET_API_VERSION) == KVM_API_VERSION
+        finally:
+            os.close(fd)
+    loaded = [m for m in KVM_MODULES if os.path.isdir('/sys/module/' + m)]
+    assert loaded, '/dev/kvm without a KVM module in /sys/module'
+    vendor, tdp = probe.vendor_tdp('/')
+    assert vendor in loaded
+    caps = probe.detect('/', 'any', calibrated=False)
+    assert caps.kvm and caps.modes
+    if vendor == probe.PVM_MODULE:
+        assert not tdp and caps.modes == {P.SHADOW}
+        assert vocabulary.TRAIT_SHADOW in caps.traits()
+        assert not caps.switching
