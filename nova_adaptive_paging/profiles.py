@@ -58,9 +58,22 @@ class ProfileError(exception.Error, ValueError):
         self.kept = False       # set by ProfileSet.reload
         super().__init__('%s: %s: %s' % (source, field, problem))
 
-    def left_out(self):
-        """The line a reload reports: the problem and what applies."""
-        return '%s; left out%s' % (self, ', its last good version stays '
+    def left_out(self, echo=True):
+        """The line a reload reports: the problem and what applies.
+        ``echo=False`` for a file that may not be the operator's (the
+        agent's profile directories): the line names the file and the
+        field but repeats nothing the file holds, neither a value nor an
+        unknown field's name, so a link to a secret leaks none of it."""
+        text = str(self)
+        if not echo:
+            field = ('(an unknown field)' if self.problem == 'unknown field'
+                     else self.field)
+            problem = self.problem.split(', got ')[0]
+            # YAML quotes what it found; a range check, the values.
+            problem = re.sub(r"'[^'<][^']*'", '(not shown)',
+                             re.sub(r'\s*\([^)]*\)', '', problem))
+            text = '%s: %s: %s' % (self.source, field, problem)
+        return '%s; left out%s' % (text, ', its last good version stays '
                                    'in force' if self.kept else '')
 
 
@@ -282,15 +295,16 @@ class ProfileSet:
         self._profiles = {name: builtin(name) for name in builtin_names()}
         self._by_path = {}
 
-    def reload(self, paths):
-        """Load ``paths`` (in order) over the built-ins; return one
-        ProfileError per file left out, for the caller to report once
-        (its ``left_out()`` line)."""
+    def reload(self, paths, loader=load):
+        """Load ``paths`` (in order, each with ``loader``, :func:`load`
+        unless the caller checks its files first) over the built-ins;
+        return one ProfileError per file left out, for the caller to
+        report once (its ``left_out()`` line)."""
         fresh = {name: builtin(name) for name in builtin_names()}
         by_path, errors, owner = {}, [], {}
         for path in paths:
             try:
-                profile = load(path)
+                profile = loader(path)
                 if profile.generation in owner:
                     raise ProfileError(path, 'generation', '%s is also the '
                                        'generation of %s, which applies' % (

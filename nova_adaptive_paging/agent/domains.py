@@ -14,10 +14,20 @@ pass: a guest started meanwhile gets its mode within the interval.
 Events are a shortcut, not the source of truth: the agent lists the
 running domains on every reconcile, so a missed event cannot leave a
 guest unmanaged.
+
+Every call has a deadline.  libvirt's client waits for its daemon's
+answer for ever (a libvirtd that accepts and never answers held one
+call for minutes), so the calls run in a thread of their own
+(:class:`Deadlines`) and the caller gives up after ``timeout`` seconds:
+the call is logged and counted as libvirt being down, no other call is
+made until the hung one returns, and the loop, its stop and /metrics go
+on.  An open connection also runs libvirt's keepalive, which closes it
+(and so ends a hung call) when the daemon stops answering.
 """
 
 import dataclasses
 import logging
+import queue
 import threading
 import time
 
@@ -64,14 +74,78 @@ class LibvirtUnavailable(Exception):
     pass
 
 
+class _Call:
+    def __init__(self, what, fn, args):
+        self.what, self.fn, self.args = what, fn, args
+        self.started = time.monotonic()
+        self.done = threading.Event()
+        self.result = self.error = None
+
+
+class Deadlines:
+    """Runs calls in one daemon thread of its own, each under a deadline:
+    :meth:`call` returns its result, raises what it raised, or raises
+    LibvirtUnavailable when it has not returned after ``timeout``
+    seconds.  While a call hangs, the next one fails at once (a thread a
+    call is not made to pile up)."""
+
+    def __init__(self, uri, timeout):
+        self.uri = uri
+        self.timeout = timeout
+        self._queue = queue.SimpleQueue()
+        self._busy = None
+        self._thread = None
+
+    def _run(self):
+        while True:
+            call = self._queue.get()
+            try:
+                call.result = call.fn(*call.args)
+            except BaseException as exc:    # handed to the caller
+                call.error = exc
+            call.done.set()
+
+    def hung(self):
+        """The call that has not returned (what, since when), or None."""
+        busy = self._busy
+        if busy is None or busy.done.is_set():
+            return None
+        return busy.what, busy.started
+
+    def call(self, what, fn, *args, timeout=None):
+        hung = self.hung()
+        if hung is not None:
+            raise LibvirtUnavailable(
+                '%s: %s has not returned for %.0f s; no other call is made '
+                'until it does' % (self.uri, hung[0],
+                                   time.monotonic() - hung[1]))
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run,
+                                            name='libvirt-calls',
+                                            daemon=True)
+            self._thread.start()
+        call = self._busy = _Call(what, fn, args)
+        self._queue.put(call)
+        limit = self.timeout if timeout is None else timeout
+        if not call.done.wait(limit):
+            raise LibvirtUnavailable('%s: %s did not answer within %.0f s '
+                                     '([agent] libvirt_timeout)' % (
+                                         self.uri, what, limit))
+        if call.error is not None:
+            raise call.error
+        return call.result
+
+
 class Domains:
     """The running domains of ``uri``; ``wake(reason)`` is called from
     libvirt's event thread on every lifecycle event and on a lost
     connection."""
 
     def __init__(self, uri, wake=None, max_backoff=60.0,
-                 clock=time.monotonic):
+                 clock=time.monotonic, timeout=30.0, keepalive_s=5):
         self.uri = uri
+        self.calls = Deadlines(uri, timeout)
+        self.keepalive_s = keepalive_s
         self.wake = wake or (lambda reason: None)
         self.max_backoff = max_backoff
         self.clock = clock
@@ -95,9 +169,46 @@ class Domains:
         self.conn = None
         self.wake('libvirt connection closed')
 
+    def _backoff_after(self, now):
+        self._backoff = min(max(1.0, self._backoff * 2), self.max_backoff)
+        self._next_try = now + self._backoff
+
+    def _call(self, what, fn, *args):
+        """``fn(*args)`` under the deadline; a call that did not answer
+        counts as a lost connection (retried on the backoff)."""
+        try:
+            return self.calls.call(what, fn, *args)
+        except LibvirtUnavailable:
+            if self.conn is not None or self._next_try <= self.clock():
+                self.conn = None
+                self._backoff_after(self.clock())
+            raise
+
+    def _open(self):
+        conn = libvirt.openReadOnly(self.uri)
+        try:
+            # -1: the driver has no keepalive (the test driver, which
+            # has no daemon to lose): not an error.
+            conn.setKeepAlive(self.keepalive_s, 5)
+        except libvirt.libvirtError:
+            pass
+        conn.registerCloseCallback(self._closed, None)
+        callbacks = [
+            conn.domainEventRegisterAny(
+                None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+                self._lifecycle, None),
+            conn.domainEventRegisterAny(
+                None, libvirt.VIR_DOMAIN_EVENT_ID_REBOOT,
+                self._reboot, None)]
+        return conn, callbacks
+
     def connect(self):
         """The connection, reopened if lost; raises LibvirtUnavailable
-        (once per backoff period) while libvirt cannot be reached."""
+        (once per backoff period) while libvirt cannot be reached or
+        does not answer within the deadline."""
+        return self._call('connecting', self._connect)
+
+    def _connect(self):
         if self.conn is not None:
             try:
                 if self.conn.isAlive():
@@ -111,19 +222,9 @@ class Domains:
                                      % (self.uri, self._next_try - now))
         start_event_loop()
         try:
-            conn = libvirt.openReadOnly(self.uri)
-            conn.registerCloseCallback(self._closed, None)
-            self._callbacks = [
-                conn.domainEventRegisterAny(
-                    None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE,
-                    self._lifecycle, None),
-                conn.domainEventRegisterAny(
-                    None, libvirt.VIR_DOMAIN_EVENT_ID_REBOOT,
-                    self._reboot, None)]
+            conn, self._callbacks = self._open()
         except libvirt.libvirtError as exc:
-            self._backoff = min(max(1.0, self._backoff * 2),
-                                self.max_backoff)
-            self._next_try = now + self._backoff
+            self._backoff_after(now)
             raise LibvirtUnavailable('%s: %s (retrying in %.0f s)' % (
                 self.uri, exc.get_error_message(), self._backoff))
         self._backoff, self._next_try = 0.0, 0.0
@@ -147,23 +248,35 @@ class Domains:
         """Whether the connection is lost and a reconnect is due."""
         return self.retry_in() == 0.0
 
-    def close(self):
+    def close(self, timeout=2.0):
+        """Close the connection, giving libvirt ``timeout`` seconds (a
+        daemon that does not answer is left to its keepalive)."""
         conn, self.conn = self.conn, None
-        if conn is None:
+        if conn is None or self.calls.hung() is not None:
             return
+
+        def close():
+            try:
+                for cb in self._callbacks:
+                    conn.domainEventDeregisterAny(cb)
+                conn.unregisterCloseCallback()
+                conn.close()
+            except libvirt.libvirtError:
+                pass
         try:
-            for cb in self._callbacks:
-                conn.domainEventDeregisterAny(cb)
-            conn.unregisterCloseCallback()
-            conn.close()
-        except libvirt.libvirtError:
-            pass
+            self.calls.call('closing the connection', close,
+                            timeout=timeout)
+        except LibvirtUnavailable as exc:
+            LOG.warning('%s', exc)
 
     # -- the guests --------------------------------------------------------
     def running(self):
         """A :class:`Domain` per running domain.  A domain that goes away
         while it is read is left out (the next pass sees it gone)."""
-        conn = self.connect()
+        return self._call('listing domains', self._running)
+
+    def _running(self):
+        conn = self._connect()
         try:
             found = conn.listAllDomains(
                 libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
@@ -188,7 +301,11 @@ class Domains:
         ``[libvirt] mem_stats_period_seconds = 0``).  Linux guests count
         every fault, major ones included, in ``minor_fault``: it is the
         total, and ``major_fault`` is not added to it."""
-        conn = self.connect()
+        return self._call('memory statistics of %s' % name,
+                          self._guest_faults, name)
+
+    def _guest_faults(self, name):
+        conn = self._connect()
         try:
             stats = conn.lookupByName(name).memoryStats()
         except libvirt.libvirtError:

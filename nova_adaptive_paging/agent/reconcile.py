@@ -68,7 +68,7 @@ def reconcile(agent):
                     LOG.debug('closing counters of %s', name, exc_info=True)
             agent.forget(name)
         if ok:
-            agent.last_good_reconcile = time.time()
+            agent.last_good_reconcile = (time.time(), time.monotonic())
         return ok
 
 
@@ -77,12 +77,14 @@ def _host(agent):
     if agent.thresholds.refresh():
         for exc in agent.thresholds.errors:
             agent.fail(health.PROFILE, ('profile', exc.source),
-                       exc.left_out())
+                       exc.left_out(echo=False))
     if agent.thresholds.missing:
         agent.warn('profile-missing', agent.thresholds.missing)
     else:
         agent.ok('profile-missing')
-    agent.abi_version = probe.abi_version(agent.transport)
+    # strict: a file that reads garbage is a failed read (the host's
+    # last capabilities stay), not a kernel without the patch.
+    agent.abi_version = probe.abi_version(agent.transport, strict=True)
     if agent.abi_version and not agent.read_only:
         try:
             agent.thresholds.push(agent.transport)
@@ -98,7 +100,8 @@ def _host(agent):
         ok &= _walk_events(agent)
     agent.caps = probe.detect(agent.transport, agent.generation,
                               agent.thresholds.calibrated,
-                              agent.conf.adaptive_paging.pool)
+                              agent.conf.adaptive_paging.pool,
+                              version=agent.abi_version)
     traits = agent.caps.traits()
     if (agent.publisher is not None and traits != agent.published
             and not agent.read_only):

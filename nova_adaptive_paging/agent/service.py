@@ -29,6 +29,7 @@ from nova_adaptive_paging.costmodel import hardware as costhw
 from nova_adaptive_paging import exception
 from nova_adaptive_paging.host import probe
 from nova_adaptive_paging.host import transport as host_transport
+from nova_adaptive_paging.telemetry import collector
 from nova_adaptive_paging.telemetry import metrics
 
 LOG = logging.getLogger(__name__)
@@ -50,7 +51,9 @@ class Agent:
         self.thresholds = thresholdslib.HostThresholds(ap.profile_dirs,
                                                        generation)
         self.domains = domains or domainslib.Domains(
-            ap.libvirt_uri, self.wake, conf.agent.libvirt_max_backoff)
+            ap.libvirt_uri, self.wake, conf.agent.libvirt_max_backoff,
+            timeout=conf.agent.libvirt_timeout,
+            keepalive_s=conf.agent.libvirt_keepalive_interval)
         self.lookup = lookup
         self.publisher = publisher
         # read_only: look and report what would be written, write nothing
@@ -65,7 +68,13 @@ class Agent:
         self.monotonic = clock
         self.guests = {}                # domain name -> guest.Guest
         self.errors = collections.Counter({k: 0 for k in health.KINDS})
+        # (Unix time, monotonic time): the first for people, the second
+        # for the age health is judged by.
         self.last_good_reconcile = None
+        # What /metrics serves (collector.build, after each pass).
+        self.snapshot = None
+        # What the loop is doing, for the line of a stop that times out.
+        self.doing = 'starting'
         self.abi_version = 0
         self.caps = None
         self.published = None          # traits last published
@@ -81,6 +90,8 @@ class Agent:
         # on it.  The loop looks at them every SIGNAL_POLL_S.
         self._stop = False
         self._reload = False
+        # Whether the loop runs (a SIGTERM before it ends the start-up).
+        self.running = False
         self._said = {}                 # key -> message logged while true
 
     # -- logging a condition once while it lasts -------------------------
@@ -126,11 +137,11 @@ class Agent:
             LOG.warning('%s', message)
         start = getattr(self.transport, 'start', None)
         if start is not None:
-            start()
+            start(self.conf.agent.privsep_timeout)
         rel = spec.param_path(spec.PARAM_ABI)
         if self.transport.exists(rel):
             try:
-                probe.abi_version(self.transport)
+                probe.abi_version(self.transport, strict=True)
             except Exception as exc:
                 raise exception.Error(
                     '%s: cannot be read (%s: %s); expected the paging-'
@@ -176,8 +187,9 @@ class Agent:
         with self.lock:
             ap = self.conf.adaptive_paging
             self.default = ap.default_policy
-            self.thresholds = thresholdslib.HostThresholds(
-                ap.profile_dirs, self.generation)
+            # The same profiles: a file damaged meanwhile keeps its
+            # last good version, as it does between two passes.
+            self.thresholds.reconfigure(ap.profile_dirs)
         LOG.info('SIGHUP: configuration and profiles reloaded (%s)',
                  ', '.join('[%s] %s' % (g or 'DEFAULT', o)
                            for g, o in sorted(changed, key=str))
@@ -191,13 +203,18 @@ class Agent:
             now = time.monotonic()
             try:
                 if self._reload:
+                    self.doing = 'reloading'
                     self.reload()
                     due = 0.0
                 if now >= due or self._wake.is_set() or \
                         self.domains.retry_due():
                     self._wake.clear()
                     due = now + self.conf.agent.reconcile_interval
+                    self.doing = 'a reconcile pass'
                     self.reconcile()
+                if self._stop:
+                    break
+                self.doing = 'a sample pass'
                 self.sample()
             except Exception:
                 # A bug, not a guest's or a service's doing: its traceback
@@ -208,20 +225,31 @@ class Agent:
             retry = self.domains.retry_in()
             if retry is not None:
                 wait = min(wait, retry)
+            self.doing = 'waiting'
             self._pause(max(0.0, wait))
+        self.doing = 'closing libvirt'
         self.domains.close()
 
     # -- reconcile -------------------------------------------------------
     def reconcile(self):
         """One pass over the host and every running guest
         (:mod:`.reconcile`); True when nothing of the agent's own
-        failed."""
-        return reconcilelib.reconcile(self)
+        failed.  Then a snapshot for /metrics."""
+        ok = reconcilelib.reconcile(self)
+        self.publish()
+        return ok
 
     # -- sample ------------------------------------------------------------
     def sample(self):
-        """One read of every managed guest (:mod:`.sampler`)."""
+        """One read of every managed guest (:mod:`.sampler`), then a
+        snapshot for /metrics."""
         sampler.sample(self)
+        self.publish()
+
+    def publish(self):
+        """What /metrics serves from now on (a scrape never waits for a
+        pass: it serves the last snapshot, with its age)."""
+        self.snapshot = collector.build(self)
 
     # -- what an operator sees -------------------------------------------
     def report(self):

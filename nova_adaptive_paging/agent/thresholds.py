@@ -12,6 +12,7 @@ import logging
 import os
 
 from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging.agent import profile_files
 from nova_adaptive_paging import profiles
 
 LOG = logging.getLogger(__name__)
@@ -26,6 +27,14 @@ class HostThresholds:
         self.profiles = profiles.ProfileSet()
         self.errors = []            # ProfileError of the last reload
         self._fingerprint = None
+        self._forced = False
+
+    def reconfigure(self, directories):
+        """SIGHUP: look in ``directories`` from now on and read every
+        file again at the next :meth:`refresh`; a file that no longer
+        loads keeps its last good version, as between two passes."""
+        self.directories = list(directories)
+        self._forced = True
 
     def _scan(self):
         found = []
@@ -40,11 +49,12 @@ class HostThresholds:
     def refresh(self):
         """Reload when the directories changed; return True if they did."""
         fingerprint = self._scan()
-        if fingerprint == self._fingerprint:
+        if fingerprint == self._fingerprint and not self._forced:
             return False
         had = self.source if self._fingerprint is not None else None
-        self._fingerprint = fingerprint
-        self.errors = self.profiles.reload([p for p, _, _ in fingerprint])
+        self._fingerprint, self._forced = fingerprint, False
+        self.errors = self.profiles.reload([p for p, _, _ in fingerprint],
+                                           loader=profile_files.load)
         if had is not None and had != self.source and self.missing:
             LOG.warning('%s: gone; %s', had, self.missing)
         return True

@@ -18,19 +18,27 @@ an error at start.  So is ``basic_auth_users`` without
 ``[agent] basic_auth_without_tls`` says so.
 
 Each connection is served in a thread of its own, TLS handshake
-included, under one timeout (``[agent] connection_timeout``) for the
-handshake and every read: an idle or slow client holds its own thread,
-never the accept loop.  At most ``[agent] max_connections`` are served at
-once; one more is closed at once.
+included, and has ``[agent] connection_timeout`` in all: handshake,
+request and response (a per-read timeout would let a client that sends
+a byte now and then hold its slot for ever).  :class:`Deadlines` shuts a
+connection down when its time is up, which ends any read or write its
+thread is blocked in.  An idle or slow client holds its own thread,
+never the accept loop, and at most ``[agent] max_connections`` are
+served at once; one more is closed at once.  Scrapes themselves serve
+the agent's last snapshot (:mod:`nova_adaptive_paging.telemetry.
+collector`) and never wait for its loop.
 """
 
 import base64
 import hashlib
+import heapq
 import hmac
+import itertools
 import logging
 import socket
 import ssl
 import threading
+import time
 from wsgiref import simple_server
 
 import bcrypt
@@ -176,6 +184,50 @@ class _BasicAuth:
         return [b'Unauthorized\n']
 
 
+class Deadlines:
+    """Shuts connections down at their deadlines, from one thread."""
+
+    def __init__(self):
+        self._heap = []
+        self._live = {}
+        self._ids = itertools.count()
+        self._cond = threading.Condition()
+        threading.Thread(target=self._run, name='metrics-deadlines',
+                         daemon=True).start()
+
+    def add(self, sock, seconds):
+        """Shut ``sock`` down ``seconds`` from now unless :meth:`done`
+        says it ended; returns the token :meth:`done` takes."""
+        token = next(self._ids)
+        with self._cond:
+            self._live[token] = sock
+            heapq.heappush(self._heap, (time.monotonic() + seconds, token))
+            self._cond.notify()
+        return token
+
+    def done(self, token):
+        with self._cond:
+            self._live.pop(token, None)
+
+    def _run(self):
+        while True:
+            with self._cond:
+                while not self._heap:
+                    self._cond.wait()
+                at, token = self._heap[0]
+                left = at - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                heapq.heappop(self._heap)
+                sock = self._live.pop(token, None)
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass                # closed meanwhile
+
+
 class _Server(exposition.ThreadingWSGIServer):
     """prometheus_client's threading server, with the TLS handshake in
     the connection's thread, a timeout on every connection and a cap on
@@ -189,6 +241,7 @@ class _Server(exposition.ThreadingWSGIServer):
 
     def setup_slots(self, limit):
         self._slots = threading.BoundedSemaphore(limit)
+        self._deadlines = Deadlines()
 
     def process_request(self, request, client_address):
         if not self._slots.acquire(blocking=False):
@@ -201,9 +254,12 @@ class _Server(exposition.ThreadingWSGIServer):
             raise
 
     def process_request_thread(self, request, client_address):
+        # The whole connection's deadline; the TLS socket shares the
+        # descriptor, so shutting the plain one down ends it too.
+        token = self._deadlines.add(request, self.timeout_s)
         try:
             # Inherited by the TLS socket, and kept by the handler (whose
-            # own timeout is None): the handshake and every read.
+            # own timeout is None): no one read outlasts the deadline.
             request.settimeout(self.timeout_s)
             if self.tls is not None:
                 try:
@@ -215,6 +271,7 @@ class _Server(exposition.ThreadingWSGIServer):
         except Exception:
             self.handle_error(request, client_address)
         finally:
+            self._deadlines.done(token)
             self.shutdown_request(request)
             self._slots.release()
 

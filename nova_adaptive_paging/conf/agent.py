@@ -16,8 +16,8 @@ agent_opts = [
                default=5, min=1, max=3600,
                help="""
 Seconds between two reads of every managed guest's statistics (the
-histograms of sampled FTLB and FPF). /metrics reads the kernel at scrape
-time whatever this is.
+histograms of sampled FTLB and FPF). /metrics serves what the last read
+(or pass) found, with its age in nova_paging_agent_snapshot_age_seconds.
 """),
     cfg.IntOpt('reconcile_interval',
                mutable=True,
@@ -33,6 +33,43 @@ what catches a missed event.
                  help="""
 Longest wait, in seconds, between two attempts to reconnect to libvirt
 while it is down (the wait doubles from one second up to this).
+"""),
+    cfg.FloatOpt('libvirt_timeout',
+                 default=30.0, min=1.0, max=3600.0,
+                 help="""
+Seconds any libvirt call may take (connecting included) before the agent
+gives up on it, logs and counts it (agent_errors_total{kind="libvirt"})
+and treats libvirt as down. The calls run in a thread of their own: one
+that never returns holds neither the loop's stop nor /metrics. An open
+connection also runs libvirt's keepalive (virConnectSetKeepAlive, every
+libvirt_keepalive_interval seconds), which closes a connection whose
+daemon stopped answering.
+"""),
+    cfg.IntOpt('libvirt_keepalive_interval',
+               default=5, min=1, max=600,
+               help="""
+Seconds between two keepalive messages on the libvirt connection; after 5
+unanswered ones libvirt closes it and the agent reconnects.
+"""),
+    cfg.FloatOpt('privsep_timeout',
+                 default=30.0, min=1.0, max=600.0,
+                 help="""
+Seconds the privsep daemon may take to start (the agent then exits 1 with
+one line) and that any one call to it may take (counted and logged as
+that guest's or the host's error).
+"""),
+    cfg.FloatOpt('stop_timeout',
+                 default=10.0, min=0.5, max=300.0,
+                 help="""
+Seconds SIGTERM or SIGINT waits for the loop to end its pass; a loop still
+held by a call that never returns is abandoned and the agent exits 1,
+saying what it was doing. Keep it below the unit's TimeoutStopSec.
+"""),
+    cfg.StrOpt('lock_file',
+               help="""
+The file whose lock makes this the host's only agent (a second one exits
+1 naming the first one's pid). Unset: agent.lock in the runtime directory
+under host_root (/run/nova-paging-agent/agent.lock on a compute node).
 """),
     cfg.HostAddressOpt('listen_address',
                        default='127.0.0.1',
@@ -62,8 +99,9 @@ Accept ``basic_auth_users`` in ``web_config_file`` without
     cfg.FloatOpt('connection_timeout',
                  default=10.0, min=0.1, max=300.0,
                  help="""
-Seconds a /metrics connection may take for its TLS handshake and for each
-read of its request before it is closed.
+Seconds a /metrics connection may take in all, TLS handshake, request and
+response, before it is closed (a client that sends a byte now and then
+gets no more).
 """),
     cfg.IntOpt('max_connections',
                default=32, min=1, max=4096,

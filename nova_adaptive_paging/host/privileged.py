@@ -117,6 +117,12 @@ def write(rel, text):
 
 
 @host_admin.entrypoint
+def ping():
+    """The daemon's pid: that it runs and answers."""
+    return os.getpid()
+
+
+@host_admin.entrypoint
 def listdir(rel):
     check_path(rel, root='/')
     names = _HOST.listdir(rel)
@@ -195,28 +201,84 @@ class Unavailable(exception.Error):
     """The privsep daemon cannot start: the agent cannot work here."""
 
 
+def _children():
+    """The pids of this process's children (the helper oslo.privsep
+    runs, while it has not exited)."""
+    pids = set()
+    try:
+        tasks = os.listdir('/proc/self/task')
+    except OSError:
+        return pids
+    for tid in tasks:
+        try:
+            with open('/proc/self/task/%s/children' % tid) as f:
+                pids.update(int(p) for p in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+def _socket_dir():
+    """oslo.privsep makes its socket's directory with mkdtemp: in the
+    runtime directory, the only place the sudoers rule allows, when it
+    exists, whatever TMPDIR says."""
+    if os.path.isdir(RUNTIME_DIR) and os.access(RUNTIME_DIR, os.W_OK):
+        tempfile.tempdir = RUNTIME_DIR
+
+
 class Transport:
-    """The host interface of ``/``, through the privsep daemon."""
+    """The host interface of ``/``, through the privsep daemon; every
+    call answers within ``timeout`` seconds."""
 
     root = '/'
 
-    def __init__(self, conf=None):
+    def __init__(self, conf=None, timeout=None):
         _use_our_helper(conf)
+        _socket_dir()
+        if timeout is None:
+            # oslo.config's NoSuchOptError is an AttributeError.
+            timeout = getattr(getattr(conf, 'agent', None),
+                              'privsep_timeout', None)
+        # oslo.privsep 2.6 and later: the default timeout of every call.
+        host_admin.timeout = timeout
 
-    def start(self):
+    def start(self, timeout=30.0):
         """Start the daemon now (it starts at its first call otherwise),
         so that a host where it cannot start fails at start-up, in one
-        line (:class:`Unavailable`)."""
-        try:
-            listdir(spec.DEBUGFS_DIR)
-        except Exception as exc:    # oslo.privsep's errors share no base
+        line (:class:`Unavailable`), within ``timeout`` seconds: a
+        helper that never connects (a sudo that waits, a helper that
+        hangs) is ended, not waited for."""
+        before = _children()
+        outcome = {}
+
+        def start():
+            try:
+                outcome['pid'] = ping()
+            except Exception as exc:  # oslo.privsep's share no base
+                outcome['error'] = exc
+        thread = threading.Thread(target=start, name='privsep-start',
+                                  daemon=True)
+        thread.start()
+        thread.join(timeout)
+        helper = cfg.CONF[host_admin.cfg_section].helper_command
+        if thread.is_alive():
+            for pid in _children() - before:
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except OSError:
+                    pass
+            raise Unavailable(
+                'the privsep daemon did not start within %.0f s ([agent] '
+                'privsep_timeout): %s did not connect to its socket in %s'
+                % (timeout, helper, RUNTIME_DIR))
+        if 'error' in outcome:
+            exc = outcome['error']
             raise Unavailable(
                 'the privsep daemon did not start (%s: %s); the agent\'s '
                 'user must be allowed to run %s as root by sudo, with the '
                 'socket in %s (TMPDIR)' % (
-                    type(exc).__name__, exc,
-                    cfg.CONF[host_admin.cfg_section].helper_command,
-                    RUNTIME_DIR))
+                    type(exc).__name__, exc, helper, RUNTIME_DIR))
+        return outcome['pid']
 
     def read(self, rel):
         # Most of /sys is world-readable: only what is not (another

@@ -52,11 +52,18 @@ def _flag(value):
     return value is not None and value in ('Y', 'y', '1')
 
 
-def abi_version(root):
+def abi_version(root, strict=False):
     """The loaded patch's interface version; 0 without the patch or with a
     version this package does not drive (it never drives an interface it
-    does not understand)."""
-    value = _read(root, os.path.join(spec.PARAMS_DIR, spec.PARAM_ABI))
+    does not understand).  ``strict``: a file that is there but holds no
+    version number raises spec.AbiFormatError (a read that failed is not
+    a kernel without the patch: the agent keeps what it last read)."""
+    rel = os.path.join(spec.PARAMS_DIR, spec.PARAM_ABI)
+    value = _read(root, rel)
+    if strict and value is not None and not value.isdigit():
+        raise spec.AbiFormatError('%s: expected an interface version '
+                                  'number, got %d bytes of something else'
+                                  % (rel, len(value)))
     if value is None or not value.isdigit() or int(value) != \
             spec.ABI_VERSION:
         return 0
@@ -174,11 +181,13 @@ def walk_cycles(root, generation):
     return line + '; counted'
 
 
-def detect(root, generation, calibrated, pool=False):
+def detect(root, generation, calibrated, pool=False, version=None):
     """Capabilities of the host whose files are under ``root``
-    (``pool``: its operator put it in a paging pool)."""
+    (``pool``: its operator put it in a paging pool; ``version``: the
+    interface version when the caller has just read it)."""
     vendor, tdp = vendor_tdp(root)
-    version = abi_version(root)
+    if version is None:
+        version = abi_version(root)
     return capabilities.Capabilities(
         version, tdp, generation, calibrated, kvm=vendor is not None,
         blockers=blockers(root, vendor, tdp) if version and vendor else (),

@@ -1,12 +1,18 @@
-"""The agent's /metrics: what the kernel reports now, read at scrape time.
+"""The agent's /metrics: what the kernel reported at the agent's last
+pass, served from a snapshot.
 
 One prometheus_client collector with three parts, node_exporter style:
-``guests`` (each managed VM's ``paging_stats``, read during the scrape,
-so a guest that has left has no series), ``host`` (what this host is and
-the profile in force) and ``agent`` (its health).  Each part reports its
-own success and duration; one that fails leaves the others' series in
-the scrape.  Names, kinds, labels and help come from
-:mod:`nova_adaptive_paging.telemetry.metrics`.
+``guests`` (each managed VM's ``paging_stats``, so a guest that has left
+has no series), ``host`` (what this host is and the profile in force)
+and ``agent`` (its health).  Each part reports its own success and
+duration; one that fails leaves the others' series in the snapshot.
+
+The agent's loop builds the snapshot after each pass (:func:`build`) and
+a scrape serves the last complete one with its age: a long pass, a hung
+call or a thousand new guests never hold a scrape, and the scrape thread
+never touches the kernel, libvirt or the agent's lock.  The error counts
+and the ages are read at scrape time.  Names, kinds, labels and help
+come from :mod:`nova_adaptive_paging.telemetry.metrics`.
 """
 
 import calendar
@@ -67,8 +73,39 @@ HOST_METRICS = (M.HOST_INFO, M.HOST_PAGING_MODE, M.PROFILE_INFO,
                 M.PROFILE_MISSING,
                 M.PROFILE_THRESHOLD, M.PROFILE_OBTAINED, M.CPU_HZ,
                 M.SAMPLED_EVENTS, M.SAMPLED_FTLB, M.SAMPLED_FPF)
-AGENT_METRICS = (M.ERRORS, M.LAST_RECONCILE)
+AGENT_METRICS = (M.ERRORS, M.LAST_RECONCILE, M.LAST_RECONCILE_AGE,
+                 M.SNAPSHOT_AGE)
 SCRAPE_METRICS = (M.SCRAPE_SUCCESS, M.SCRAPE_DURATION)
+PARTS = ('guests', 'host', 'agent')
+
+
+class Snapshot:
+    """The families of one build, each part's (name, success, seconds)
+    and when it was taken (monotonic seconds)."""
+
+    __slots__ = ('families', 'results', 'taken')
+
+    def __init__(self, families, results, taken):
+        self.families, self.results, self.taken = families, results, taken
+
+
+def build(agent):
+    """A :class:`Snapshot` of ``agent`` now: called by the agent's loop
+    after each pass, never by a scrape."""
+    parts = Collector(agent)
+    out, results = [], []
+    for name, part in zip(PARTS, (parts._guests, parts._host,
+                                  parts._agent)):
+        t0 = time.perf_counter()
+        try:
+            fams = list(part())
+            ok = 1.0
+        except Exception as exc:        # a part's failure is its metric
+            LOG.error('collector %s failed: %s', name, exc)
+            fams, ok = [], 0.0
+        out += fams
+        results.append((name, ok, time.perf_counter() - t0))
+    return Snapshot(tuple(out), tuple(results), time.monotonic())
 
 
 class Collector(registry.Collector):
@@ -81,24 +118,36 @@ class Collector(registry.Collector):
                                     + SCRAPE_METRICS)]
 
     def collect(self):
-        results = []
-        out = []
-        for name, part in (('guests', self._guests), ('host', self._host),
-                           ('agent', self._agent)):
-            t0 = time.perf_counter()
-            try:
-                fams = list(part())
-                ok = 1.0
-            except Exception as exc:    # a part's failure is its metric
-                LOG.error('collector %s failed: %s', name, exc)
-                fams, ok = [], 0.0
-            out += fams
-            results.append((name, ok, time.perf_counter() - t0))
+        """The last snapshot (none before the agent's first pass: every
+        part then reports failure), its age, and the error counts and
+        the last good reconcile's age as they are now.  Takes no lock."""
+        agent = self.agent
+        now = time.monotonic()
+        snap = agent.snapshot
         success = family(M.SCRAPE_SUCCESS)
         duration = family(M.SCRAPE_DURATION)
+        results = (snap.results if snap is not None
+                   else [(name, 0.0, 0.0) for name in PARTS])
         for name, ok, seconds in results:
             success.add_metric([name], ok)
             duration.add_metric([name], seconds)
+        out = list(snap.families) if snap is not None else []
+        errors = family(M.ERRORS)
+        for kind, n in sorted(dict(agent.errors).items()):
+            errors.add_metric([kind], n)
+        out.append(errors)
+        if snap is not None:
+            age = family(M.SNAPSHOT_AGE)
+            age.add_metric([], now - snap.taken)
+            out.append(age)
+        last = agent.last_good_reconcile
+        if last is not None:
+            wall, mono = last
+            stamp = family(M.LAST_RECONCILE)
+            stamp.add_metric([], wall)
+            since = family(M.LAST_RECONCILE_AGE)
+            since.add_metric([], now - mono)
+            out += [stamp, since]
         return out + [success, duration]
 
     # -- per guest ---------------------------------------------------------
@@ -240,16 +289,7 @@ class Collector(registry.Collector):
 
     # -- the agent ---------------------------------------------------------
     def _agent(self):
-        agent = self.agent
-        with agent.lock:
-            errors = dict(agent.errors)
-            last = agent.last_good_reconcile
-        fam = family(M.ERRORS)
-        for kind, n in sorted(errors.items()):
-            fam.add_metric([kind], n)
-        out = [fam]
-        if last is not None:
-            stamp = family(M.LAST_RECONCILE)
-            stamp.add_metric([], last)
-            out.append(stamp)
-        return out
+        """Nothing yet: the agent's error counts and ages are read at
+        scrape time (:meth:`collect`); a part of its own keeps its
+        success and duration series."""
+        return []

@@ -140,9 +140,11 @@ def alerts(config):
                'its guests keep their last mode and thresholds, but new '
                'guests get no policy.' % Q.HOST),
         _alert('NovaPagingAgentNotReconciling',
-               '(time() - %s > %d) or ((%s == 1) unless on (%s) %s)'
-               % (M.LAST_RECONCILE.name, c.reconcile_stale_s,
-                  Q.agent_up(), Q.HOST, M.LAST_RECONCILE.name),
+               # The agent's own monotonic age: a host clock set back or
+               # forward neither fires nor hides it.
+               '(%s > %d) or ((%s == 1) unless on (%s) %s)'
+               % (M.LAST_RECONCILE_AGE.name, c.reconcile_stale_s,
+                  Q.agent_up(), Q.HOST, M.LAST_RECONCILE_AGE.name),
                '10m', 'warning', 'A nova-paging agent is not reconciling.',
                'The agent on {{ $labels.%s }} has not completed a pass '
                'over its guests without errors for over %d s: see '
