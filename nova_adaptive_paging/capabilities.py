@@ -29,23 +29,83 @@ those.
 """
 
 import dataclasses
+import itertools
+import re
 
 from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging import policy
 from nova_adaptive_paging import vocabulary
+
+# Nova's ``trait[<group>]:<NAME>``: the unsuffixed group or a granular
+# one (``trait1:``, ``trait_gpu:``), as Nova's own validator spells it.
+_TRAIT_KEY = re.compile(r'%s([a-zA-Z0-9_-]{1,64})?:(.+)'
+                        % vocabulary.TRAIT_SPEC_PREFIX[:-1])
+
+
+def trait_specs(extra_specs):
+    """``(key, trait, value)`` of a flavor's trait keys, granular groups'
+    included; ``value`` is lower-cased (``required`` or ``forbidden``)."""
+    for key, value in extra_specs.items():
+        match = _TRAIT_KEY.fullmatch(key)
+        if match:
+            yield key, match.group(2), str(value).strip().lower()
 
 
 def _required(extra_specs, image_traits):
-    prefix = vocabulary.TRAIT_SPEC_PREFIX
-    found = {key[len(prefix):] for key, value in extra_specs.items()
-             if key.startswith(prefix)
-             and str(value).strip().lower() == vocabulary.TRAIT_REQUIRED}
+    # A granular group's required trait counts as the host's: the agent
+    # publishes CUSTOM_PAGING_* on the compute node's own provider only,
+    # so a group that gets one is served by the compute node itself.
+    found = {trait for _, trait, value in trait_specs(extra_specs)
+             if value == vocabulary.TRAIT_REQUIRED}
     return found | set(image_traits or ())
 
 
 def trait_requested(trait, extra_specs, image_traits=()):
-    """Whether a flavor's extra specs or an image's required traits make
-    placement select for ``trait``."""
+    """Whether a flavor's extra specs (any request group) or an image's
+    required traits make placement select for ``trait``."""
     return trait in _required(extra_specs, image_traits)
+
+
+def trait_conflict(paging, extra_specs, image_traits=()):
+    """Why a flavor asking ``hw:paging=paging`` can land on no host: it
+    forbids (in any request group) a trait that every host able to give
+    the mode has; a PolicyError naming the key and the trait, or None.
+
+    The traits the request needs are those of :func:`accepted_traits` it
+    requires itself, or else the one the request filter adds
+    (vocabulary.REQUIRED_TRAIT); a host with one of them also has the
+    traits :data:`ALWAYS_WITH` lists (a host that switches gives both
+    modes: forbidding CUSTOM_PAGING_HAP forbids it too)."""
+    if paging is None:
+        return None
+    needs = (_required(extra_specs, image_traits) & accepted_traits(paging)
+             or {vocabulary.REQUIRED_TRAIT[paging]})
+    for key, trait, value in sorted(trait_specs(extra_specs)):
+        if value != 'forbidden':
+            continue
+        for need in sorted(needs):
+            if trait == need:
+                why = 'the hosts that can give it have %s' % trait
+            elif trait in ALWAYS_WITH.get(need, ()):
+                why = 'every host with %s, which it needs, has %s too' % (
+                    need, trait)
+            else:
+                continue
+            return policy.PolicyError(
+                key, 'forbidden', 'not forbidden with %s=%s: %s' % (
+                    vocabulary.KEY_POLICY, paging, why))
+    return None
+
+
+def flavor_policy(extra_specs, image_traits=()):
+    """The PagingPolicy a flavor asks for, checked against the traits it
+    asks placement for: what the API validators, the scheduler and
+    ``nova-paging policy check`` accept.  Raises PolicyError."""
+    wanted = policy.from_extra_specs(extra_specs)
+    conflict = trait_conflict(wanted.paging, extra_specs, image_traits)
+    if conflict is not None:
+        raise conflict
+    return wanted
 
 
 def flavor_extra_specs(paging_policy, pools=False):
@@ -129,3 +189,23 @@ class Capabilities:
                 | {vocabulary.cpu_trait(self.generation)}
                 | ({vocabulary.TRAIT_CALIBRATED} if self.calibrated
                    else set()))
+
+
+def _always_with():
+    """{trait a flavor may require: the other such traits every host that
+    publishes it publishes too}, from :meth:`Capabilities.traits` over
+    every kind of host (with and without the patch, TDP, a blocker, a
+    pool)."""
+    found = {}
+    for abi, tdp, kvm, blockers, pool in itertools.product(
+            (0, spec.ABI_VERSION), (False, True), (False, True),
+            ((), ('blocked',)), (False, True)):
+        traits = Capabilities(abi, tdp, 'any', False, kvm, blockers,
+                              pool).traits() & vocabulary.FLAVOR_TRAITS
+        for trait in traits:
+            found[trait] = found.get(trait, traits) & traits
+    return {trait: frozenset(others - {trait})
+            for trait, others in found.items()}
+
+
+ALWAYS_WITH = _always_with()

@@ -7,6 +7,7 @@ import click
 
 from nova_adaptive_paging.abi import conformance
 from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging import capabilities
 from nova_adaptive_paging.cmd import calibration
 from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging.cmd import flavor
@@ -19,7 +20,6 @@ from nova_adaptive_paging import conf
 from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging import cpu
 from nova_adaptive_paging import exception
-from nova_adaptive_paging import policy
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging import host as hostiface
 from nova_adaptive_paging.host import transport as host_transport
@@ -62,8 +62,12 @@ def policy_group():
               help='Host default for a flavor without hw:paging '
                    '(default: [adaptive_paging] default_policy).')
 def policy_check(specs, default_policy):
-    """Validate flavor extra specs and print the policy they ask for."""
-    parsed = policy.from_extra_specs(common.key_values(specs))
+    """Validate flavor extra specs and print the policy they ask for.
+
+    The flavor's trait keys are checked against its hw:paging: one that
+    forbids what the policy needs is refused, as nova-api and the
+    scheduler refuse it."""
+    parsed = capabilities.flavor_policy(common.key_values(specs))
     resolved = parsed.resolve(default_policy
                               or CONF.adaptive_paging.default_policy)
     source = 'flavor' if parsed.paging is not None else 'host default'

@@ -4,9 +4,11 @@
 ``register_opts`` and ``list_opts`` (see nova/conf).  It is not oslo's
 global ``cfg.CONF``, which Nova owns: the agent's ``[placement]`` section
 must not collide with Nova's.  The scheduler filter, the request filter
-and the API validators run inside Nova and read no option of this
-package: what they decide comes from the flavor, the image, placement's
-traits and aggregate metadata alone.
+and the API validators run inside Nova: what they decide comes from the
+flavor, the image, placement's traits and aggregate metadata, and the
+scheduler's two options (whether to add the request filter, where to
+export its state) are registered on Nova's own configuration, in
+nova.conf's ``[adaptive_paging]`` (:mod:`.scheduler`, not in ``CONF``).
 """
 
 from oslo_config import cfg

@@ -1,35 +1,79 @@
 """require_paging_trait: ``hw:paging`` alone makes placement select.
 
-A flavor with ``hw:paging=shadow`` but without
-``trait:CUSTOM_PAGING_SHADOW=required`` (set with ``openstack flavor
-set``, not ``nova-paging flavor set``) would leave placement free to
-return any ``[scheduler] max_placement_results`` hosts, and a host filter
-can only reject: with capable hosts rare, NoValidHost while they sit
-idle.  This request filter adds the trait the policy needs to the
-request's root provider before Nova asks placement, exactly as Nova's own
-request filters do for image types or virtio sound, so every candidate
-can give the mode however large the fleet.
+The contract is Nova's own: a flavor that asks ``hw:paging=shadow``
+carries ``trait:CUSTOM_PAGING_SHADOW=required`` beside it (``nova-paging
+flavor set`` writes the pair), and placement returns capable hosts only,
+however large the fleet, with no part of this package in the scheduler.
+This request filter is a convenience on top: it adds the trait a flavor
+with ``hw:paging`` alone needs to the request's root provider before
+Nova asks placement, exactly as Nova's own request filters do for image
+types or virtio sound.  It also refuses, with a reason that reaches the
+NoValidHost fault, a flavor whose traits contradict its ``hw:paging``
+(RequestFilterFailed, as Nova's request filters refuse).
 
-Nova has no plugin point for request filters: ``register()`` appends this
+Nova has no plugin point for request filters: :func:`start` appends this
 one to ``nova.scheduler.request_filter.ALL_REQUEST_FILTERS`` when the
 scheduler builds its host filters (AdaptivePagingFilter's constructor),
-and first checks every internal it relies on.  If a Nova release changes
-them, the scheduler fails to start with one line naming what changed,
-rather than scheduling ``hw:paging`` guests without the trait.
+after checking every internal it relies on.  That never stops the
+scheduler: when ``[adaptive_paging] request_filter`` is off, or a Nova
+release changed those internals, it logs why (one error for a failed
+check), exports the state (node_exporter textfile,
+``nova_paging_scheduler_request_filter``), and the scheduler runs on
+with AdaptivePagingFilter refusing ``hw:paging`` alone, which it explains.
+
+nova-scheduler builds the manager, and so its filters, in the parent
+process and then forks its ``[scheduler] workers`` (oslo.service's
+ProcessLauncher, ``os.fork``): each worker inherits the module list with
+this filter in it.  A scheduler that built its filters after the fork, in
+each worker, would register in each worker, which is the same.
 """
 
+import dataclasses
+import os
+
+import nova.conf
 from oslo_log import log as logging
+from prometheus_client import core as prom_core
+from prometheus_client import exposition
+from prometheus_client import registry as prom_registry
 
 from nova_adaptive_paging import capabilities
+from nova_adaptive_paging.conf import scheduler as scheduler_conf
 from nova_adaptive_paging import exception
 from nova_adaptive_paging import policy
+from nova_adaptive_paging.telemetry import metrics
 from nova_adaptive_paging import vocabulary
 
 LOG = logging.getLogger(__name__)
+CONF = nova.conf.CONF
+scheduler_conf.register_opts(CONF)
+
+FILTER_NAME = 'AdaptivePagingFilter'
+TEXTFILE = 'nova_paging_scheduler.prom'
+
+# The request filter's states (the ``state`` label of
+# nova_paging_scheduler_request_filter).
+REGISTERED = 'registered'
+DISABLED = 'disabled'
+FAILED = 'failed'
+STATES = (REGISTERED, DISABLED, FAILED)
 
 
 class RegistrationError(exception.Error):
     """Nova's request-filter internals are not what this release knows."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Status:
+    """What the last :func:`start` in this process made of the request
+    filter, and why when it is not registered."""
+
+    state: str
+    reason: str = ''
+
+
+# None until a scheduler built AdaptivePagingFilter in this process.
+STATUS = None
 
 
 def image_traits(request_spec):
@@ -41,15 +85,37 @@ def image_traits(request_spec):
     return request_spec.image.properties.get('traits_required', ())
 
 
+def active():
+    """Whether require_paging_trait acts: the scheduler runs
+    AdaptivePagingFilter and ``[adaptive_paging] request_filter`` is on.
+    Read per request, as Nova's request filters read their options, so a
+    list entry left from an earlier configuration of the process does
+    nothing."""
+    return (CONF.adaptive_paging.request_filter
+            and FILTER_NAME in CONF.filter_scheduler.enabled_filters)
+
+
 def require_paging_trait(ctxt, request_spec):
     """Add the trait ``hw:paging`` needs to the root provider's required
     traits, unless the flavor or image already requires it; True if it
-    added one (Nova's request-filter convention)."""
+    added one (Nova's request-filter convention).  A flavor Nova's API
+    could not check (set below microversion 2.86, or its keys set over
+    several requests) is refused with RequestFilterFailed naming the key
+    and, for a contradiction, the trait."""
+    if not active():
+        return False
+    from nova import exception as nova_exception
+
     flavor = request_spec.flavor
     try:
-        wanted = policy.from_extra_specs(flavor.extra_specs)
-    except policy.PolicyError:
-        return False            # AdaptivePagingFilter refuses, saying why
+        wanted = capabilities.flavor_policy(flavor.extra_specs,
+                                            image_traits(request_spec))
+    except policy.PolicyError as exc:
+        LOG.info('require_paging_trait: flavor %s refused: %s',
+                 flavor.name, exc)
+        # The reason ends in the instance's fault (NoValidHost), which
+        # Nova cuts at 255 characters: the error alone, key first.
+        raise nova_exception.RequestFilterFailed(reason=str(exc))
     if wanted.paging is None:
         return False
     trait = vocabulary.REQUIRED_TRAIT[wanted.paging]
@@ -78,23 +144,14 @@ def _calls(function, name, depth=3):
     return depth > 0 and any(_calls(f, name, depth - 1) for f in inner)
 
 
-def register():
-    """Append require_paging_trait to Nova's request filters (once).
-
-    Raises RegistrationError naming the internal that changed: the list,
-    the loop over it, the scheduler's call of that loop, or the request
-    spec's root-provider traits.
-    """
-    from nova import objects
-    from nova.scheduler import manager
-    from nova.scheduler import request_filter
-
+def _check(request_filter, manager, objects):
+    """The Nova internals the request filter relies on; RegistrationError
+    naming the first that changed."""
     where = 'nova.scheduler.request_filter'
     filters = getattr(request_filter, 'ALL_REQUEST_FILTERS', None)
     process = getattr(request_filter, 'process_reqspec', None)
     select = getattr(getattr(manager, 'SchedulerManager', None),
                      'select_destinations', None)
-    objects.register_all()
     spec = getattr(objects, 'RequestSpec', None)
     checks = (
         (isinstance(filters, list), '%s.ALL_REQUEST_FILTERS is not a list'
@@ -110,11 +167,94 @@ def register():
     for ok, what in checks:
         if not ok:
             raise RegistrationError(
-                'AdaptivePagingFilter cannot register its request filter: '
-                '%s (Nova changed); without it a flavor with %s but no '
-                'trait:CUSTOM_PAGING_*=required is not selected by '
-                'placement.  Use a nova-adaptive-paging release made for '
-                'this Nova' % (what, vocabulary.KEY_POLICY))
+                'AdaptivePagingFilter cannot add its request filter: %s '
+                '(Nova changed).  nova-scheduler runs on; flavors with %s '
+                'but no trait:CUSTOM_PAGING_*=required are refused until '
+                'they get the trait (nova-paging flavor set) or a '
+                'nova-adaptive-paging release made for this Nova is '
+                'installed' % (what, vocabulary.KEY_POLICY))
+    return filters
+
+
+def register(enabled=True):
+    """Make Nova's request filters hold require_paging_trait once
+    (``enabled``) or not at all; the :class:`Status` that results.
+
+    Never raises for Nova's internals: one that changed is a FAILED
+    status naming it, and the list is left without this filter.
+    Idempotent: a second call with the same ``enabled`` changes nothing.
+    """
+    from nova import objects
+    from nova.scheduler import manager
+    from nova.scheduler import request_filter
+
+    filters = getattr(request_filter, 'ALL_REQUEST_FILTERS', None)
+    if isinstance(filters, list) and not enabled:
+        while require_paging_trait in filters:
+            filters.remove(require_paging_trait)
+    if not enabled:
+        return Status(DISABLED, '[adaptive_paging] request_filter is off')
+    objects.register_all()
+    try:
+        filters = _check(request_filter, manager, objects)
+    except RegistrationError as exc:
+        if isinstance(filters, list):
+            while require_paging_trait in filters:
+                filters.remove(require_paging_trait)
+        return Status(FAILED, str(exc))
     if require_paging_trait not in filters:
         filters.append(require_paging_trait)
-        LOG.info('require_paging_trait added to Nova\'s request filters')
+    return Status(REGISTERED)
+
+
+def start(conf=CONF):
+    """At scheduler start-up (AdaptivePagingFilter's constructor):
+    register as ``conf`` says, log the outcome once per change (an error
+    for a failed check), and export it.  Returns the Status."""
+    global STATUS
+    status = register(conf.adaptive_paging.request_filter)
+    if status != STATUS:
+        if status.state == FAILED:
+            LOG.error('%s', status.reason)
+        elif status.state == DISABLED:
+            LOG.info('require_paging_trait not added to Nova\'s request '
+                     'filters: %s; flavors need %s with its '
+                     'trait:CUSTOM_PAGING_*=required', status.reason,
+                     vocabulary.KEY_POLICY)
+        else:
+            LOG.info('require_paging_trait added to Nova\'s request '
+                     'filters')
+        STATUS = status
+    export(status, conf.adaptive_paging.textfile_collector_dir)
+    return status
+
+
+class _StatusCollector(prom_registry.Collector):
+    def __init__(self, status):
+        self.status = status
+
+    def collect(self):
+        metric = metrics.SCHEDULER_REQUEST_FILTER
+        fam = prom_core.GaugeMetricFamily(metric.name, metric.help,
+                                          labels=metric.labels)
+        for state in STATES:
+            fam.add_metric([state], float(state == self.status.state))
+        yield fam
+
+
+def export(status, directory):
+    """Write ``status`` for node_exporter's textfile collector into
+    ``directory`` (whole or not at all); nothing when it is unset or
+    does not exist.  A write that fails is logged, never raised: the
+    scheduler's start does not depend on it."""
+    if not directory or not os.path.isdir(directory):
+        return None
+    path = os.path.join(directory, TEXTFILE)
+    registry = prom_registry.CollectorRegistry(auto_describe=False)
+    registry.register(_StatusCollector(status))
+    try:
+        exposition.write_to_textfile(path, registry)
+    except OSError as exc:
+        LOG.warning('cannot write %s: %s', path, exc)
+        return None
+    return path

@@ -181,6 +181,14 @@ PROFILE_MISSING = _m('profile_missing', GAUGE, '1 when no threshold '
 GUESTS = _m('guests', GAUGE, 'Guests the agent manages, by policy.',
             ('policy',))
 
+# -- nova-scheduler (node_exporter textfile) -------------------------------
+SCHEDULER_REQUEST_FILTER = _m(
+    'scheduler_request_filter', GAUGE, '1 for the state of '
+    'AdaptivePagingFilter\'s request filter in this host\'s nova-scheduler, '
+    '0 for the others: registered; disabled ([adaptive_paging] '
+    'request_filter); failed (Nova\'s internals changed: flavors with '
+    'hw:paging but not its trait are refused).', ('state',))
+
 # -- the agent's own health --------------------------------------------------
 LAST_RECONCILE = _m('agent_last_reconcile_timestamp_seconds', GAUGE, 'When '
                     'the agent last reconciled every guest without an '

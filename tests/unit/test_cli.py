@@ -38,6 +38,23 @@ def test_policy_check_bogus_is_one_clear_line():
                              "one of hap, shadow, adaptive\n")
 
 
+@pytest.mark.parametrize('trait_key', [
+    'trait:CUSTOM_PAGING_SWITCHING', 'trait1:CUSTOM_PAGING_SWITCHING'])
+def test_policy_check_flags_a_flavor_forbidding_its_trait(trait_key):
+    result = CliRunner().invoke(cli.main, [
+        'policy', 'check', 'hw:paging=adaptive', trait_key + '=forbidden'])
+    assert result.exit_code == 2
+    assert result.stdout == ''
+    line = result.stderr
+    assert len(line.splitlines()) == 1
+    assert trait_key + "='forbidden'" in line
+    assert 'hw:paging=adaptive' in line
+    # The pair nova-paging flavor set writes passes.
+    code, out = run('policy', 'check', 'hw:paging=adaptive',
+                    'trait:CUSTOM_PAGING_SWITCHING=required')
+    assert (code, out) == (0, 'hw:paging=adaptive (flavor)\n')
+
+
 def test_policy_check_not_key_value():
     code, out = run('policy', 'check', 'hw:paging')
     assert code == 2

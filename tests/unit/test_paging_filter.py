@@ -3,13 +3,18 @@ objects and HostStates, no placement (tests/functional runs both in the
 real scheduler against the placement fixture)."""
 
 import logging
+import os
 import uuid
 
 import pytest
 
+import nova.conf
+from nova import exception as nova_exception
 from nova import objects
 from nova.scheduler import request_filter as nova_request_filter
 from nova.tests.unit.scheduler import fakes
+from oslo_concurrency import processutils
+from prometheus_client import parser
 
 from nova_adaptive_paging.scheduler.filters import paging_filter
 from nova_adaptive_paging.scheduler import request_filter
@@ -18,15 +23,27 @@ from nova_adaptive_paging import vocabulary
 objects.register_all()
 
 LOGGER = paging_filter.LOG.logger.name
+RF_LOGGER = request_filter.LOG.logger.name
+CONF = nova.conf.CONF
 
 
 @pytest.fixture(autouse=True)
-def nova_request_filters(monkeypatch):
-    """Nova's own list, for the filter's constructor to append to."""
+def nova_request_filters(monkeypatch, tmp_path):
+    """Nova's own list, for the filter's constructor to append to; the
+    scheduler configured to run the filter, its status file in a
+    directory of the test's own."""
     filters = [f for f in nova_request_filter.ALL_REQUEST_FILTERS
                if f is not request_filter.require_paging_trait]
     monkeypatch.setattr(nova_request_filter, 'ALL_REQUEST_FILTERS', filters)
-    return filters
+    monkeypatch.setattr(request_filter, 'STATUS', None)
+    CONF.set_override('enabled_filters', [request_filter.FILTER_NAME],
+                      'filter_scheduler')
+    CONF.set_override('textfile_collector_dir', str(tmp_path),
+                      'adaptive_paging')
+    yield filters
+    CONF.clear_override('enabled_filters', 'filter_scheduler')
+    CONF.clear_override('textfile_collector_dir', 'adaptive_paging')
+    CONF.clear_override('request_filter', 'adaptive_paging')
 
 
 @pytest.fixture
@@ -103,15 +120,24 @@ def test_a_request_that_skipped_placement_selection_fails_closed(
     with caplog.at_level(logging.DEBUG, LOGGER):
         assert names(paging_filter.AdaptivePagingFilter().filter_all(
             hosts, request)) == set()
-    assert 'without trait CUSTOM_PAGING_SHADOW' in caplog.text
+    assert 'without trait:CUSTOM_PAGING_SHADOW=required' in caplog.text
 
 
-def test_bad_value_fails_every_host_with_a_debug_reason(hosts, caplog):
+def test_bad_value_is_refused_with_a_reason_naming_the_key(hosts, caplog):
+    # Set below microversion 2.86, before Nova validated extra specs.
     request = spec({'hw:paging': 'ept'})
-    with caplog.at_level(logging.DEBUG, LOGGER):
-        assert schedule(hosts, request) == set()
-    assert "invalid hw:paging='ept'" in caplog.text
+    exc = pytest.raises(nova_exception.RequestFilterFailed,
+                        request_filter.require_paging_trait, None, request)
+    assert "hw:paging='ept'" in str(exc.value)
     assert request.root_required == set()
+    # The host filter alone (the request filter off): every host fails,
+    # and one INFO line says why.
+    with caplog.at_level(logging.DEBUG, LOGGER):
+        assert names(paging_filter.AdaptivePagingFilter().filter_all(
+            hosts, request)) == set()
+    info = [r.getMessage() for r in caplog.records
+            if r.levelname == 'INFO' and r.name == LOGGER]
+    assert len(info) == 1 and "hw:paging='ept'" in info[0]
 
 
 def test_aggregate_withholds_a_policy_from_its_hosts(hosts):
@@ -152,3 +178,188 @@ def test_request_without_an_image(hosts):
         scheduler_hints={}, instance_uuid=str(uuid.uuid4()))
     assert schedule(hosts, request) == names(hosts)
     assert request.root_required == {vocabulary.TRAIT_HAP}
+
+
+# -- the trait the flavor forbids --------------------------------------------
+@pytest.mark.parametrize('extra, key, trait', [
+    # the pair the flavor contradicts itself with
+    ({'hw:paging': 'adaptive', 'trait:CUSTOM_PAGING_SWITCHING': 'forbidden'},
+     'trait:CUSTOM_PAGING_SWITCHING', 'CUSTOM_PAGING_SWITCHING'),
+    # ... in a granular group
+    ({'hw:paging': 'shadow', 'trait1:CUSTOM_PAGING_SHADOW': 'forbidden'},
+     'trait1:CUSTOM_PAGING_SHADOW', 'CUSTOM_PAGING_SHADOW'),
+    # ... beside the pair nova-paging flavor set writes
+    ({'hw:paging': 'hap', 'trait:CUSTOM_PAGING_HAP': 'required',
+      'trait_x:CUSTOM_PAGING_HAP': 'forbidden'},
+     'trait_x:CUSTOM_PAGING_HAP', 'CUSTOM_PAGING_HAP'),
+    # a host that switches runs hap too: forbidding hap forbids it
+    ({'hw:paging': 'adaptive', 'trait:CUSTOM_PAGING_HAP': 'forbidden'},
+     'trait:CUSTOM_PAGING_HAP', 'CUSTOM_PAGING_SWITCHING'),
+])
+def test_a_flavor_forbidding_what_its_policy_needs_is_refused_naming_both(
+        hosts, caplog, extra, key, trait):
+    request = spec(extra)
+    with caplog.at_level(logging.INFO, RF_LOGGER):
+        exc = pytest.raises(nova_exception.RequestFilterFailed,
+                            request_filter.require_paging_trait, None,
+                            request)
+    reason = str(exc.value)
+    assert key + "='forbidden'" in reason and trait in reason
+    assert 'hw:paging=' + extra['hw:paging'] in reason
+    assert len(reason.splitlines()) == 1
+    # Said at INFO in the scheduler's log too.
+    assert key in caplog.text
+    # The host filter alone refuses it as well.
+    assert names(paging_filter.AdaptivePagingFilter().filter_all(
+        hosts, request)) == set()
+
+
+def test_forbidding_another_mode_s_trait_is_no_contradiction(hosts):
+    # Adaptive in pools, never on a host that switches: the stock pools.
+    request = spec({'hw:paging': 'adaptive',
+                    'trait:CUSTOM_PAGING_POOL': 'required',
+                    'trait:CUSTOM_PAGING_SWITCHING': 'forbidden'})
+    assert request_filter.require_paging_trait(None, request) is False
+    assert schedule(hosts, request) == names(hosts)
+    request = spec({'hw:paging': 'shadow',
+                    'trait:CUSTOM_PAGING_HAP': 'forbidden'})
+    assert request_filter.require_paging_trait(None, request) is True
+
+
+def test_a_granular_group_s_required_trait_is_the_pair(hosts):
+    # The traits sit on the compute node's provider alone: a group that
+    # requires one is served by it.
+    request = spec({'hw:paging': 'adaptive', 'resources1:VCPU': '1',
+                    'trait1:CUSTOM_PAGING_SWITCHING': 'required'})
+    assert request_filter.require_paging_trait(None, request) is False
+    CONF.set_override('request_filter', False, 'adaptive_paging')
+    assert schedule(hosts, request) == names(hosts)
+
+
+# -- registration never stops the scheduler -----------------------------------
+def _exported(tmp_path):
+    with open(tmp_path / request_filter.TEXTFILE, encoding='utf-8') as f:
+        fams = list(parser.text_string_to_metric_families(f.read()))
+    assert [f.name for f in fams] == [
+        'nova_paging_scheduler_request_filter']
+    return {s.labels['state']: s.value for s in fams[0].samples}
+
+
+def test_a_changed_nova_leaves_the_scheduler_running_and_says_so_once(
+        monkeypatch, hosts, caplog, tmp_path):
+    # Nova's list reshaped into a tuple by a release this one does not
+    # know: the filter is built (the scheduler starts), one ERROR names
+    # what changed, the state is exported.
+    monkeypatch.setattr(nova_request_filter, 'ALL_REQUEST_FILTERS', ())
+    with caplog.at_level(logging.INFO):
+        paging_filter.AdaptivePagingFilter()
+        flt = paging_filter.AdaptivePagingFilter()
+    errors = [r.getMessage() for r in caplog.records
+              if r.levelname == 'ERROR']
+    assert len(errors) == 1
+    assert 'ALL_REQUEST_FILTERS is not a list' in errors[0]
+    assert 'runs on' in errors[0]
+    assert _exported(tmp_path) == {'registered': 0, 'disabled': 0,
+                                   'failed': 1}
+    # hw:paging alone is refused by every host, and one INFO line says
+    # which trait is missing and why; the pair schedules as before.
+    caplog.clear()
+    with caplog.at_level(logging.INFO, LOGGER):
+        assert names(flt.filter_all(hosts, spec({'hw:paging': 'shadow'}))
+                     ) == set()
+    info = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert len(info) == 1
+    assert 'trait:CUSTOM_PAGING_SHADOW=required' in info[0]
+    assert 'ALL_REQUEST_FILTERS is not a list' in info[0]
+    assert names(flt.filter_all(hosts, spec(paired('shadow')))) == \
+        names(hosts)
+
+
+@pytest.mark.parametrize('target', [
+    'process_reqspec', 'ALL_REQUEST_FILTERS'])
+def test_a_failed_check_leaves_no_entry_in_the_list(
+        monkeypatch, nova_request_filters, target):
+    paging_filter.AdaptivePagingFilter()
+    assert request_filter.require_paging_trait in nova_request_filters
+    # The next start meets a changed Nova: the list keeps no entry that
+    # the status says is not there.
+    if target == 'process_reqspec':
+        monkeypatch.setattr(nova_request_filter, 'process_reqspec',
+                            lambda ctxt, spec: None)
+    else:
+        monkeypatch.setattr(request_filter, '_calls', lambda f, n: False)
+    paging_filter.AdaptivePagingFilter()
+    assert request_filter.STATUS.state == request_filter.FAILED
+    assert request_filter.require_paging_trait not in nova_request_filters
+
+
+def test_the_option_off_registers_nothing(nova_request_filters, hosts,
+                                          tmp_path, caplog):
+    before = list(nova_request_filters)
+    paging_filter.AdaptivePagingFilter()
+    CONF.set_override('request_filter', False, 'adaptive_paging')
+    with caplog.at_level(logging.INFO, RF_LOGGER):
+        flt = paging_filter.AdaptivePagingFilter()
+    # The entry the earlier start added is gone: the list is Nova's.
+    assert nova_request_filters == before
+    assert _exported(tmp_path)['disabled'] == 1
+    assert 'request_filter is off' in caplog.text
+    assert not [r for r in caplog.records if r.levelname == 'ERROR']
+    # An entry left in the list would not act either: the option is read
+    # per request, as Nova's request filters read theirs.
+    request = spec({'hw:paging': 'hap'})
+    assert request_filter.require_paging_trait(None, request) is False
+    assert names(flt.filter_all(hosts, request)) == set()
+    assert names(flt.filter_all(hosts, spec(paired('hap')))) == names(hosts)
+
+
+def test_the_request_filter_acts_only_beside_the_host_filter():
+    paging_filter.AdaptivePagingFilter()
+    CONF.set_override('enabled_filters', ['ComputeFilter'],
+                      'filter_scheduler')
+    request = spec({'hw:paging': 'hap'})
+    assert request_filter.require_paging_trait(None, request) is False
+    assert request.root_required == set()
+
+
+def test_no_status_file_without_the_collector_s_directory(tmp_path):
+    CONF.set_override('textfile_collector_dir', str(tmp_path / 'absent'),
+                      'adaptive_paging')
+    paging_filter.AdaptivePagingFilter()
+    assert request_filter.STATUS.state == request_filter.REGISTERED
+    assert not (tmp_path / 'absent').exists()
+
+
+def test_every_scheduler_worker_has_the_request_filter(
+        nova_request_filters, tmp_path):
+    """nova-scheduler builds its manager (and this filter) in the parent,
+    then forks ``[scheduler] workers`` processes, by default one per CPU
+    (nova/cmd/scheduler.py; oslo.service forks with os.fork): each
+    worker holds the registration and acts on a request."""
+    workers = CONF.scheduler.workers or processutils.get_worker_count()
+    paging_filter.AdaptivePagingFilter()
+    assert _exported(tmp_path)['registered'] == 1
+    read, write = os.pipe()
+    pids = []
+    for _ in range(workers):
+        pid = os.fork()
+        if pid == 0:                            # a worker
+            code = 1
+            try:
+                request = spec({'hw:paging': 'shadow'})
+                entry = nova_request_filter.ALL_REQUEST_FILTERS[-1]
+                if (nova_request_filter.ALL_REQUEST_FILTERS.count(
+                        entry) == 1 and entry(None, request)
+                        and request.root_required == {
+                            vocabulary.TRAIT_SHADOW}):
+                    os.write(write, b'%d\n' % os.getpid())
+                    code = 0
+            finally:
+                os._exit(code)
+        pids.append(pid)
+    os.close(write)
+    codes = [os.waitpid(pid, 0)[1] for pid in pids]
+    with os.fdopen(read) as f:
+        answered = {int(line) for line in f}
+    assert codes == [0] * workers
+    assert answered == set(pids)

@@ -72,3 +72,47 @@ def test_the_agreement_is_not_vacuous():
         nova_validators.validate(key, good)
         with pytest.raises(exception.ValidationError):
             nova_validators.validate(key, bad)
+
+
+def _check_request(specs):
+    """What nova-api does with the body of POST
+    /flavors/{id}/os-extra_specs at microversion 2.86 or later."""
+    from nova.api.openstack.compute import flavors_extraspecs
+    from nova.tests.unit.api.openstack import fakes
+    controller = flavors_extraspecs.FlavorExtraSpecsController()
+    controller._check_extra_specs_value(
+        fakes.HTTPRequest.blank('', version='2.86'), specs)
+
+
+@pytest.mark.parametrize('specs, named', [
+    ({'hw:paging': 'adaptive', 'trait:CUSTOM_PAGING_SWITCHING': 'forbidden'},
+     ('trait:CUSTOM_PAGING_SWITCHING', 'hw:paging=adaptive')),
+    # the trait's key first: Nova's trait validator passes it, ours sees
+    # it beside hw:paging
+    ({'trait2:CUSTOM_PAGING_SHADOW': 'forbidden', 'hw:paging': 'shadow'},
+     ('trait2:CUSTOM_PAGING_SHADOW', 'hw:paging=shadow')),
+    ({'hw:paging': 'hap', 'hw:paging_interval': '5'},
+     ('hw:paging_interval', 'adaptive')),
+])
+def test_one_request_with_keys_that_contradict_is_refused(specs, named):
+    with pytest.raises(exception.ValidationError) as exc:
+        _check_request(specs)
+    for word in named:
+        assert word in str(exc.value)
+
+
+@pytest.mark.parametrize('specs', [
+    {'hw:paging': 'adaptive', 'trait:CUSTOM_PAGING_SWITCHING': 'required'},
+    {'hw:paging': 'adaptive', 'trait:CUSTOM_PAGING_POOL': 'required',
+     'trait:CUSTOM_PAGING_SWITCHING': 'forbidden'},
+    {'hw:paging': 'adaptive', 'hw:paging_interval': 5},
+    {'hw:paging': 'shadow', 'trait:CUSTOM_PAGING_HAP': 'forbidden'},
+    {'trait:CUSTOM_PAGING_SWITCHING': 'forbidden'},
+])
+def test_one_request_with_keys_that_agree_is_accepted(specs):
+    _check_request(specs)
+
+
+def test_outside_a_request_a_key_is_checked_alone():
+    assert validators.request_extra_specs() is None
+    nova_validators.validate('hw:paging', 'adaptive')

@@ -1,23 +1,29 @@
 """AdaptivePagingFilter: only hosts that can honour a guest's hw:paging.
 
-Placement does the selecting.  A flavor with ``hw:paging=shadow`` asks
-placement for ``CUSTOM_PAGING_SHADOW`` on the host's provider, either
-itself (``trait:CUSTOM_PAGING_SHADOW=required``, which ``nova-paging
-flavor set`` writes beside the key) or through the request filter this
+Placement does the selecting.  The contract is Nova's documented one: a
+flavor with ``hw:paging=shadow`` requires ``CUSTOM_PAGING_SHADOW`` of the
+host's provider with ``trait:CUSTOM_PAGING_SHADOW=required``, which
+``nova-paging flavor set`` writes beside the key; every candidate then
+has the trait, however few of the fleet do and however small
+``[scheduler] max_placement_results`` is.  The request filter this
 filter registers when the scheduler starts
-(:mod:`nova_adaptive_paging.scheduler.request_filter`), so that
-``hw:paging`` alone selects too.  Every candidate then has the trait,
-however few of the fleet do and however small ``[scheduler]
-max_placement_results`` is.
+(:mod:`nova_adaptive_paging.scheduler.request_filter`, on unless
+``[adaptive_paging] request_filter`` is off) adds the trait to a flavor
+with ``hw:paging`` alone.
 
-What is left here: a value no release can honour (set below
-microversion 2.86, before Nova validated extra specs) fails every host;
-a request that reaches the filters without the trait (nothing Nova does
-today) fails closed; aggregate metadata withholds policies from a group
-of hosts.  Like Nova's own filters it only filters: the reason a host
-fails goes to the scheduler's debug log, and an empty result becomes
-Nova's own NoValidHost with its allocation cleanup and its tenant-safe
-fault.
+This filter is the fail-closed guard behind them.  A request that reaches
+it with ``hw:paging`` but without the trait required of placement (the
+request filter off, or not registered because Nova changed) fails every
+host, and one INFO line per request says which key and trait, and why
+the request filter did not add it; so does a value no release can honour
+(set below microversion 2.86, before Nova validated extra specs) and a
+flavor whose traits contradict its ``hw:paging``.  Aggregate metadata
+withholds policies from a group of hosts.  Like Nova's own filters it
+only filters: an empty result becomes Nova's own NoValidHost with its
+allocation cleanup and its tenant-safe fault.  A forced live migration
+or evacuation (microversion 2.67 and older) runs no filter at all: the
+agent on the destination reports such a guest
+(``nova_paging_guest_policy_not_honoured``).
 """
 
 from oslo_log import log as logging
@@ -47,31 +53,57 @@ class AdaptivePagingFilter(filters.BaseHostFilter):
 
     def __init__(self):
         super().__init__()
-        # At scheduler start-up: fails it, naming what changed, if Nova's
-        # request-filter internals are not the ones this release knows.
-        request_filter.register()
+        # At scheduler start-up, before nova-scheduler forks its workers:
+        # registers the request filter, or logs and exports why not, and
+        # never stops the scheduler (request_filter.start).
+        request_filter.start()
+
+    def _refusal(self, spec_obj):
+        """Why the request fails every host, or None: what the flavor
+        asks is invalid or contradicts its traits, or it reached the
+        filters without the trait placement should have selected for."""
+        flavor = spec_obj.flavor
+        traits = request_filter.image_traits(spec_obj)
+        try:
+            wanted = capabilities.flavor_policy(flavor.extra_specs, traits)
+        except policy.PolicyError as exc:
+            return None, str(exc)
+        if wanted.paging is None:
+            return wanted, None
+        accepted = capabilities.accepted_traits(wanted.paging)
+        if accepted & spec_obj.root_required or any(
+                capabilities.trait_requested(t, flavor.extra_specs, traits)
+                for t in accepted):
+            return wanted, None
+        status = request_filter.STATUS
+        why = (status.reason if status is not None
+               and status.state != request_filter.REGISTERED
+               else 'the request filter did not run')
+        return wanted, ('%s=%s without %s required of placement (%s): add '
+                        'it to the flavor (nova-paging flavor set)' % (
+                            vocabulary.KEY_POLICY, wanted.paging,
+                            ' or '.join(
+                                vocabulary.trait_spec_key(t) + '='
+                                + vocabulary.TRAIT_REQUIRED
+                                for t in sorted(accepted)), why))
+
+    def filter_all(self, filter_obj_list, spec_obj):
+        # A refusal is the request's, not a host's: said once, at INFO,
+        # where Nova says which filter removed every host.
+        refusal = self._refusal(spec_obj)[1]
+        if refusal is not None:
+            LOG.info('AdaptivePagingFilter refuses flavor %s for every '
+                     'host: %s', spec_obj.flavor.name, refusal)
+            return []
+        return super().filter_all(filter_obj_list, spec_obj)
 
     def host_passes(self, host_state, spec_obj):
-        flavor = spec_obj.flavor
-        try:
-            wanted = policy.from_extra_specs(flavor.extra_specs)
-        except policy.PolicyError as exc:
-            LOG.debug('%s fails: %s: %s', host_state, vocabulary.KEY_POLICY,
-                      exc)
+        wanted, refusal = self._refusal(spec_obj)
+        if refusal is not None:
+            LOG.debug('%s fails: %s', host_state, refusal)
             return False
         if wanted.paging is None:
             return True
-        accepted = capabilities.accepted_traits(wanted.paging)
-        if not accepted & spec_obj.root_required and not any(
-                capabilities.trait_requested(
-                    t, flavor.extra_specs,
-                    request_filter.image_traits(spec_obj))
-                for t in accepted):
-            LOG.debug('%s fails: %s=%s reached the filters without trait '
-                      '%s required of placement', host_state,
-                      vocabulary.KEY_POLICY, wanted.paging,
-                      ' or '.join(sorted(accepted)))
-            return False
         for aggregate in host_state.aggregates:
             allowed = aggregate.metadata.get(vocabulary.AGGREGATE_KEY)
             if allowed is not None and wanted.paging.value not in {

@@ -1,0 +1,55 @@
+"""[adaptive_paging] in nova.conf: what nova-scheduler reads.
+
+These options live in Nova's own configuration (oslo's global
+``cfg.CONF``, which nova-scheduler parses), not in the agent's file: the
+scheduler filter and its request filter run inside nova-scheduler.  The
+group shares its name with the agent's (:mod:`.adaptive_paging`), as the
+two never share a file.
+"""
+
+from oslo_config import cfg
+
+from nova_adaptive_paging.conf import adaptive_paging
+
+scheduler_opts = [
+    cfg.BoolOpt('request_filter',
+                default=True,
+                help="""
+Have AdaptivePagingFilter add its request filter to Nova's when
+nova-scheduler starts, so that a flavor with ``hw:paging`` alone asks
+placement for the trait its mode needs, as a flavor written by
+``nova-paging flavor set`` (``hw:paging`` with
+``trait:CUSTOM_PAGING_*=required``) does itself.
+
+The request filter is a convenience: Nova has no plugin point for request
+filters, and it relies on Nova internals that a Nova upgrade may change.
+When it is off, or when those internals changed and it could not be
+added (one error in the log and
+``nova_paging_scheduler_request_filter{state="failed"}``), flavors with
+the pair schedule as before, and AdaptivePagingFilter refuses a flavor
+with ``hw:paging`` alone, saying so in the scheduler's log, rather than
+letting it land on a host that cannot give its mode.
+"""),
+    cfg.StrOpt('textfile_collector_dir',
+               default='/var/lib/prometheus/node-exporter',
+               help="""
+Directory of node_exporter's textfile collector, where nova-scheduler
+writes ``nova_paging_scheduler.prom``: the state of the request filter
+(registered, disabled or failed), for Prometheus and the
+NovaPagingRequestFilterFailed alert. Nothing is written when the
+directory does not exist (the default is Debian's
+``prometheus-node-exporter``'s); empty: never write it.
+"""),
+]
+
+
+def register_opts(conf):
+    conf.register_group(adaptive_paging.adaptive_paging_group)
+    conf.register_opts(scheduler_opts,
+                       group=adaptive_paging.adaptive_paging_group)
+
+
+def list_opts():
+    """For ``oslo-config-generator --namespace
+    nova_adaptive_paging.scheduler`` (nova.conf's part)."""
+    return [(adaptive_paging.adaptive_paging_group, scheduler_opts)]
