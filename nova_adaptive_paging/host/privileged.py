@@ -21,12 +21,23 @@ and needs no privilege (``host.transport.for_root``).
 sudo starts the daemon (host-agent/sudoers.d-nova-paging-agent) with one
 argument of the agent's choosing, the socket path, which must lie in
 :data:`RUNTIME_DIR`: oslo.privsep makes it with ``tempfile.mkdtemp``, so
-the agent's unit sets ``TMPDIR`` to that directory.
+the agent's unit sets ``TMPDIR`` to that directory (and where the
+runtime directory exists but ``TMPDIR`` says otherwise, as under the
+Ansible role's pidfile mode, :class:`Transport` points oslo.privsep's
+``mkdtemp`` there itself).
+
+Every call has a deadline: the daemon must start within the agent's
+``[agent] privsep_timeout`` (else :class:`Unavailable`, one line, and
+the helper it ran is ended) and each call must answer within it (else
+oslo.privsep's timeout error, counted by the caller).
 """
 
 import os
 import re
+import signal
 import sys
+import tempfile
+import threading
 
 from oslo_config import cfg
 from oslo_privsep import capabilities

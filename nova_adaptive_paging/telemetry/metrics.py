@@ -192,7 +192,15 @@ SCHEDULER_REQUEST_FILTER = _m(
 # -- the agent's own health --------------------------------------------------
 LAST_RECONCILE = _m('agent_last_reconcile_timestamp_seconds', GAUGE, 'When '
                     'the agent last reconciled every guest without an '
-                    'error of its own (Unix time).')
+                    'error of its own (Unix time, for people: alerts use '
+                    'the age, which a clock set back does not move).')
+LAST_RECONCILE_AGE = _m('agent_last_reconcile_age_seconds', GAUGE, 'Seconds '
+                        'since the agent last reconciled every guest '
+                        'without an error of its own (monotonic clock).')
+SNAPSHOT_AGE = _m('agent_snapshot_age_seconds', GAUGE, 'Age of the '
+                  'snapshot this scrape serves: the agent builds one after '
+                  'each pass and a scrape never waits for a pass '
+                  '(monotonic clock).')
 ERRORS = _m('agent_errors_total', COUNTER, 'Errors the agent met and '
             'survived, by kind.', ('kind',))
 SCRAPE_SUCCESS = _m('scrape_collector_success', GAUGE, 'Whether a '
