@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import xml.etree.ElementTree as ET
 
+from nova_adaptive_paging import capabilities
 from nova_adaptive_paging import exception
 from nova_adaptive_paging import policy as policylib
 from nova_adaptive_paging import vocabulary
@@ -108,6 +109,20 @@ def decide(instance, default, lookup=None):
     if vocabulary.KEY_POLICY not in specs:
         source = FROM_DEFAULT
     return Decision(parsed, source)
+
+
+def honoured_here(decision, caps):
+    """Whether this host can give the policy the guest's flavor asks for:
+    it has one of the traits placement would have selected for.  False
+    means the guest reached the host past the scheduler's check (a forced
+    live migration or evacuation, the filter not enabled); None when the
+    flavor asks nothing (the host's default applies) or the host was
+    never read."""
+    if (caps is None or decision.policy is None
+            or decision.source == FROM_DEFAULT):
+        return None
+    return bool(capabilities.accepted_traits(decision.policy.paging)
+                & caps.traits())
 
 
 @dataclasses.dataclass

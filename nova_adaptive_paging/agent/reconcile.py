@@ -14,6 +14,7 @@ import time
 import xml.etree.ElementTree as ET
 
 from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging import capabilities
 from nova_adaptive_paging.agent import advisory
 from nova_adaptive_paging.agent import domains as domainslib
 from nova_adaptive_paging.agent import guest as guestlib
@@ -23,6 +24,7 @@ from nova_adaptive_paging.agent import writer
 from nova_adaptive_paging.host import probe
 from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging import pmu_events
+from nova_adaptive_paging import vocabulary
 
 LOG = logging.getLogger(__name__)
 PMU_ALL = spec.param_path(spec.PARAM_PMU_ALL)
@@ -185,6 +187,20 @@ def _guest(agent, dom):
     caps = agent.caps
     if caps is None:
         return                          # the host was never read
+    if guestlib.honoured_here(decision, caps) is False:
+        # Past the scheduler (a forced move): said, exported
+        # (guest_policy_not_honoured), and the guest gets what this
+        # host gives, as below.
+        agent.warn(('not-honoured', dom.name), '%s (instance %s): its '
+                   'flavor asks %s=%s, which this host cannot give (it '
+                   'lacks %s): it came past the scheduler (a forced live '
+                   'migration or evacuation?)' % (
+                       dom.name, instance.uuid, vocabulary.KEY_POLICY,
+                       decision.policy.paging, ' and '.join(sorted(
+                           capabilities.accepted_traits(
+                               decision.policy.paging)))))
+    else:
+        agent.ok(('not-honoured', dom.name))
     if caps.kvm and not caps.switching:
         g.vm = g.target = None
         if (old is not None and old.advisor is not None

@@ -25,6 +25,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client import registry
 
+from nova_adaptive_paging.agent import guest as guestlib
 from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.telemetry import metrics as M
 from nova_adaptive_paging import vocabulary
@@ -66,6 +67,7 @@ GUEST_METRICS = (M.GUEST_INFO, M.GUEST_MODE, M.SWITCHES, M.SWITCHES_REFUSED,
                  M.SHADOW_WALK_SECONDS, M.SAMPLES,
                  M.LAST_FTLB, M.LAST_FPF, M.LAST_PT, M.LAST_RULE,
                  M.GUEST_FAULT_STATS, M.GUEST_FAULTS_CLAMPED,
+                 M.GUEST_POLICY_NOT_HONOURED,
                  M.GUEST_COUNTERS, M.ADVISED_MODE,
                  M.MODELED_GAIN_SECONDS, M.MODELED_OTHER_MODE_GAIN,
                  M.ADVISED_SECONDS)
@@ -163,6 +165,7 @@ class Collector(registry.Collector):
                       for g in agent.guests.values()]
         fams = {m.name: family(m) for m in GUEST_METRICS}
         hz = agent.cpu_hz
+        caps = agent.caps
         policies = dict.fromkeys(vocabulary.POLICIES, 0)
         for (domain, inst, decision, vm, (fault_stats, clamped),
              counters_ok, advice) in guests:
@@ -174,6 +177,10 @@ class Collector(registry.Collector):
             fams[M.GUEST_INFO.name].add_metric(
                 [uuid, domain, inst.flavor, inst.project, policy,
                  decision.source], 1)
+            honoured = guestlib.honoured_here(decision, caps)
+            if honoured is not None:
+                fams[M.GUEST_POLICY_NOT_HONOURED.name].add_metric(
+                    [uuid, policy], float(not honoured))
             if fault_stats is not None:
                 fams[M.GUEST_FAULT_STATS.name].add_metric(
                     [uuid], float(fault_stats))

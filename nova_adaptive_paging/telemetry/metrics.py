@@ -120,6 +120,13 @@ GUEST_FAULTS_CLAMPED = _m('guest_fault_reports_clamped_total', COUNTER,
                           'went backwards or rose faster than its vCPUs can '
                           'fault, and so were bounded before the kernel saw '
                           'them.', GUEST_LABELS)
+GUEST_POLICY_NOT_HONOURED = _m(
+    'guest_policy_not_honoured', GAUGE, '1 when the guest\'s flavor asks '
+    'for a paging policy (hw:paging) this host cannot give (it lacks every '
+    'trait placement would have selected for): the guest bypassed the '
+    'scheduler\'s check (a forced live migration or evacuation, '
+    'AdaptivePagingFilter not enabled); 0 when the host can give it.',
+    GUEST_LABELS + ('policy',))
 # Advisory hosts (stock KVM): what switching would have chosen and saved,
 # from the cost model.  Modeled, never measured: the names say so.
 ADVISED_MODE = _m('guest_modeled_mode', GAUGE, 'Paging mode adaptive '

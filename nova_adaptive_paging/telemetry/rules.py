@@ -203,6 +203,29 @@ def alerts(config):
                'strategy is not moving them (its audits do not run, the '
                'other pool is full, or its budget or margin is too '
                'tight).'),
+        _alert('NovaPagingPolicyNotHonoured',
+               '%s == 1' % M.GUEST_POLICY_NOT_HONOURED.name,
+               '5m', 'warning',
+               'A guest runs on a host that cannot give the paging policy '
+               'its flavor asks for.',
+               'Instance {{ $labels.%s }} asks hw:paging={{ $labels.policy '
+               '}} and {{ $labels.%s }} cannot give it: it got there past '
+               'the scheduler (a forced live migration or evacuation, or '
+               'AdaptivePagingFilter not enabled).  Live-migrate it through '
+               'the scheduler: no target host, or API microversion 2.68 or '
+               'later.' % (M.GUEST_LABEL, Q.HOST)),
+        _alert('NovaPagingRequestFilterFailed',
+               '%s == 1' % Q.selector(M.SCHEDULER_REQUEST_FILTER,
+                                      state='failed'),
+               '5m', 'warning',
+               'nova-scheduler runs without the adaptive-paging request '
+               'filter.',
+               'AdaptivePagingFilter could not add its request filter in '
+               'the nova-scheduler on {{ $labels.%s }} (Nova\'s internals '
+               'changed; its log names what): flavors with hw:paging but '
+               'no trait:CUSTOM_PAGING_*=required are refused there.  Give '
+               'them the trait (nova-paging flavor set) or install a '
+               'nova-adaptive-paging release made for this Nova.' % Q.HOST),
     ]}
 
 
