@@ -2,12 +2,14 @@
 
 import contextlib
 import importlib
+import os
 import signal
 import sys
 
 import click
 
 from nova_adaptive_paging import conf
+from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging import cpu
 from nova_adaptive_paging import exception
 from nova_adaptive_paging.host import vm as vmfiles
@@ -133,6 +135,28 @@ def resolve_vm(root, transport, vm, domain):
     if bool(vm) == bool(domain):
         fail('give exactly one of --vm and --domain')
     return vm or vmfiles.vm_for_domain(root, transport, domain)
+
+
+def resolve_hardware(name):
+    """A hardware cost profile by shipped name, generation key or file,
+    or one of the simulated fleet's generations (the demo's: invented
+    costs), so every generation the demo shows can be simulated too.
+    The simulated fleet is imported only when asked for."""
+    try:
+        return hardware.resolve(name)
+    except hardware.HardwareError as exc:
+        if os.path.exists(name):
+            raise
+        from nova_adaptive_paging.simhost import scraped_fleet
+        fleet = scraped_fleet.truths()
+        for hw in fleet:
+            if name in (hw.generation, hw.name):
+                return hw
+        raise hardware.HardwareError(name, '(file)', '%s, nor a generation '
+                                     'of the simulated fleet (%s)' % (
+                                         exc.problem, ', '.join(sorted(
+                                             hw.generation for hw in fleet)))
+                                     ) from None
 
 
 def profile_set():

@@ -16,7 +16,6 @@ import click
 from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging.cmd import simulate as simcmd
 from nova_adaptive_paging import costmodel
-from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.costmodel import traces
 from nova_adaptive_paging import policy
 from nova_adaptive_paging import profiles
@@ -53,7 +52,7 @@ from nova_adaptive_paging import vocabulary
 def sim_host(root, hw_name, thresholds, vms, trace_refs, pagings, speed,
              duration, no_fuse):
     """Run a simulated KVM host under ROOT (modeled)."""
-    hw = hardware.resolve(hw_name)
+    hw = common.resolve_hardware(hw_name)
     profile = (profiles.load(thresholds) if thresholds
                else profiles.builtin())
     refs = list(trace_refs) or [p.name[:-4]

@@ -15,8 +15,9 @@ from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.costmodel import traces
 
 
-HARDWARE_HELP = ('Hardware cost profile: a shipped name (%s) or a file.'
-                 % ', '.join(hardware.builtin_names()))
+HARDWARE_HELP = ('Hardware cost profile: a shipped name (%s), a CPU '
+                 'generation of the simulated fleet (the demo\'s; invented '
+                 'costs) or a file.' % ', '.join(hardware.builtin_names()))
 
 
 @click.command('simulate')
@@ -51,7 +52,7 @@ def simulate(trace_paths, more_traces, hw_name, thresholds, interval,
     if not hw_name:
         common.fail('--hardware: missing; expected a shipped profile (%s) '
                     'or a file' % ', '.join(hardware.builtin_generations()))
-    hw = hardware.resolve(hw_name)
+    hw = common.resolve_hardware(hw_name)
     profile = (profiles.load(thresholds) if thresholds
                else profiles.builtin())
     if plot:
@@ -116,7 +117,7 @@ def simulate(trace_paths, more_traces, hw_name, thresholds, interval,
 def calibrate(hw_names, out, trace_paths, interval, generation, compare,
               threshold_paths):
     """Derive DSP thresholds from a hardware profile's costs (modeled)."""
-    hws = [hardware.resolve(name) for name in hw_names]
+    hws = [common.resolve_hardware(name) for name in hw_names]
     if compare:
         return _compare(hws, trace_paths, interval, threshold_paths)
     if len(hws) != 1 or not out:
