@@ -87,10 +87,7 @@ def cross(n):
     print('cross-generation (MODELED): thresholds calibrated for the row\'s '
           'generation, run on the column\'s costs; worst capture, worst '
           'regret; * misses the goal')
-    print('%-22s' % '' + ''.join('%24s' % hw.name[-22:] for hw in family))
-    for label, row in table:
-        print('%-22s' % label[-22:] + ''.join(
-            '%24s' % assess.format_cell(s) for s in row))
+    print('\n'.join(assess.format_table([hw.name for hw in family], table)))
 
 
 def main():

@@ -15,11 +15,20 @@ def backend():
 
 
 def draw(path, loaded, timelines, profile):
-    """One panel per trace: FTLB and FPF (log scale) with the thresholds,
-    and the mode the adaptive policy ran.  The PNG replaces ``path``
-    whole."""
+    """:func:`figure` as a PNG that replaces ``path`` whole."""
     pyplot = backend()
+    fig = figure(pyplot, loaded, timelines, profile)
+    try:
+        atomic_file.atomic_write(path, writer=lambda f: fig.savefig(
+            f, format='png', dpi=90), binary=True)
+    finally:
+        pyplot.close(fig)
 
+
+def figure(pyplot, loaded, timelines, profile):
+    """One panel per trace: FTLB and FPF (log scale) with the thresholds
+    (dashed upper, dotted lower), and the mode the adaptive policy ran
+    (right axis); one legend names every line."""
     t = profile.thresholds
     fig, axes = pyplot.subplots(len(loaded), 1, squeeze=False,
                                 figsize=(10, 3.2 * len(loaded)))
@@ -31,15 +40,18 @@ def draw(path, loaded, timelines, profile):
                 label='FTLB (TLB misses / 1000 insns)')
         ax.step(times, fpf, where='post', color='tab:red',
                 label='FPF (faults / 1000 insns x1e7)')
-        for value, color in ((t.tlb_upper, 'tab:blue'),
-                             (t.tlb_lower, 'tab:blue'),
-                             (t.pf_upper, 'tab:red'),
-                             (t.pf_lower, 'tab:red')):
+        for name, value, color, style in (
+                ('tlb_upper', t.tlb_upper, 'tab:blue', '--'),
+                ('tlb_lower', t.tlb_lower, 'tab:blue', ':'),
+                ('pf_upper', t.pf_upper, 'tab:red', '--'),
+                ('pf_lower', t.pf_lower, 'tab:red', ':')):
             ax.axhline(profiles.from_milli(value), color=color,
-                       linestyle=':', linewidth=0.8)
+                       linestyle=style, linewidth=0.8,
+                       label='threshold %s' % name)
         ax.set_yscale('symlog', linthresh=0.01)
         top = max(ftlb + fpf + [profiles.from_milli(t.pf_upper)])
         ax.set_ylim(0, top * 3)
+        ax.set_ylabel('FTLB, FPF (log scale)')
         ax.set_title('%s (MODELED)' % trace.name)
         ax.set_xlabel('simulated time (s)')
         mode_ax = ax.twinx()
@@ -47,10 +59,11 @@ def draw(path, loaded, timelines, profile):
                      color='black', label='mode (0 hap, 1 shadow)')
         mode_ax.set_ylim(-0.1, 1.1)
         mode_ax.set_yticks([0, 1], list(vocabulary.MODES))
-        ax.legend(loc='upper left', fontsize='small')
+        mode_ax.set_ylabel('mode')
+        # One legend for both axes, above the mode line's axis.
+        lines, labels = ax.get_legend_handles_labels()
+        more, more_labels = mode_ax.get_legend_handles_labels()
+        mode_ax.legend(lines + more, labels + more_labels, loc='upper left',
+                       fontsize='x-small', ncol=2)
     fig.tight_layout()
-    try:
-        atomic_file.atomic_write(path, writer=lambda f: fig.savefig(
-            f, format='png', dpi=90), binary=True)
-    finally:
-        pyplot.close(fig)
+    return fig

@@ -134,7 +134,7 @@ class Demo:
             self.url)
         results = profiler.profile_fleet(client, window, time.time(), source)
         out = self._path('profiles')
-        page = report.write(out, results, window, source)
+        page = report.write(out, results, window, source, simulated=True)
         dashboards = self._path('dashboards')
         try:
             from nova_adaptive_paging.telemetry import generate

@@ -33,6 +33,9 @@ GEN = 'generation=~"$generation"'
 HOST = '%s=~"$host"' % Q.HOST
 GUEST = '%s=~"$instance"' % M.GUEST_LABEL
 SHADOW = vocabulary.SHADOW
+# Shares and seconds per second (the rate of a seconds counter) are
+# ratios: Grafana's unit "s" would show 0.02 s per s as "20 ms".
+RATIO = 'percentunit'
 
 
 def _in_generation(expr, match=GEN):
@@ -156,7 +159,7 @@ def fleet():
                      width=8),
                 stat_panel('Agent coverage', [
                     ('%s{%s}' % (R.GEN_COVERAGE, GEN), '{{generation}}')],
-                    'percentunit', width=24),
+                    RATIO, width=24),
             ]),
             ('Switches and overhead', [
                 graph('Switches per guest-hour, by generation and flavor',
@@ -169,13 +172,13 @@ def fleet():
                      '{{generation}} nested walks'),
                     ('sum by (generation) (%s{%s})'
                      % (R.GEN_FLAVOR_SWITCHING, GEN),
-                     '{{generation}} switching')], 's',
+                     '{{generation}} switching')], RATIO,
                       description='Measured by the kernel on patched '
                       'hosts (modeled on simulated hosts).'),
                 graph('Time adaptive paging would gain on advisory hosts '
                       '(modeled, s per s)',
                       [('%s{%s}' % (R.GEN_MODELED_GAIN, GEN),
-                        '{{generation}}')], 's', width=24),
+                        '{{generation}}')], RATIO, width=24),
             ]),
         ])
 
@@ -202,7 +205,7 @@ def generation():
             ('Modes and switches', [
                 graph('Share of time per mode, by flavor',
                       [('%s{%s}' % (R.GEN_FLAVOR_MODE_SHARE, GEN),
-                        '{{flavor}} {{mode}}')], 'percentunit'),
+                        '{{flavor}} {{mode}}')], RATIO),
                 graph('Switches per guest-hour, by flavor',
                       [('%s{%s}' % (R.GEN_FLAVOR_SWITCHES, GEN),
                         '{{flavor}}')]),
@@ -293,14 +296,14 @@ def guest():
                     _limits('pf', HOST)),
                 graph('Share of time per mode', [
                     ('%s{%s}' % (R.MODE_SHARE, match), '{{mode}}')],
-                    'percentunit'),
+                    RATIO),
                 graph('Time switching and maintaining shadow tables '
                       '(s per s)', [
                           ('rate(%s{%s}[5m])' % (M.SWITCHING_SECONDS.name,
                                                  match), 'switching'),
                           ('rate(%s{%s}[5m])'
                            % (M.SHADOW_MAINTENANCE_SECONDS.name, match),
-                           'shadow maintenance')], 's'),
+                           'shadow maintenance')], RATIO),
                 table_panel('Nova labels', [
                     ('%s{%s}' % (M.GUEST_INFO.name, match), None)],
                     width=24),
@@ -320,7 +323,7 @@ def advisory():
                      % (Q.HOST, M.MODELED_GAIN_SECONDS.name, HOST)
                      + ' * on (%s) group_left %s' % (
                          Q.HOST, Q.host_info(adv)), '{{%s}}' % Q.HOST)],
-                      's'),
+                      RATIO),
                 graph('Guests adaptive paging would run in shadow mode '
                       '(modeled)', [
                           ('sum by (%s) (%s{mode="%s",%s})'

@@ -144,10 +144,28 @@ def cross_table(hardware_profiles, threshold_sources, traces):
 
 
 def format_cell(summary):
-    """``capture / regret [+N sw]``, starred when it misses the goal."""
-    capture = ('   -' if summary.worst_capture is None
-               else '%3.0f%%' % (summary.worst_capture * 100))
-    text = '%s %+5.1f%%' % (capture, summary.worst_regret * 100)
-    if summary.excess_switches:
-        text += ' +%dsw' % summary.excess_switches
-    return text + ('' if summary.meets_goal else ' *')
+    """``capture regret [+Nsw] [*]``, each part in a field of its own
+    width, so that the parts of every cell line up in a column; starred
+    when it misses the goal."""
+    capture = ('-' if summary.worst_capture is None
+               else '%.0f%%' % (summary.worst_capture * 100))
+    switches = ('+%dsw' % summary.excess_switches
+                if summary.excess_switches else '')
+    return '%4s %6s %-6s %1s' % (
+        capture, '%+.1f%%' % (summary.worst_regret * 100), switches,
+        '' if summary.meets_goal else '*')
+
+
+def format_table(columns, table):
+    """:func:`cross_table`'s rows as text lines under a header of
+    ``columns`` (one name per hardware profile): each column's name and
+    cells start at one offset and every cell has one width, so that each
+    capture, regret and switch count sits under the ones above it."""
+    width = max([len(label) for label, _ in table] + [0])
+    cell = len(format_cell(table[0][1][0])) if table else 0
+    colw = max([cell] + [len(c) for c in columns])
+    lines = [[''] + list(columns)]
+    lines += [[label] + [format_cell(s) for s in row] for label, row in table]
+    return [('%-*s' % (width, first) + ''.join(
+        '   %-*s' % (colw, c) for c in rest)).rstrip()
+        for first, *rest in lines]

@@ -18,11 +18,16 @@ from nova_adaptive_paging.tuning import profiler
 from nova_adaptive_paging import vocabulary
 
 COLORS = {vocabulary.HAP: 'tab:blue', vocabulary.SHADOW: 'tab:orange'}
-# The paper's two signals, in the units of the metrics and thresholds.
-AXES = {
-    'tlb': 'FTLB: TLB misses per 1000 guest instructions',
-    'pf': 'FPF: guest page faults per 1000 instructions, x 10^7',
+# The paper's two signals: (name, what it counts in the units of the
+# metrics and thresholds).
+SIGNALS = {
+    'tlb': ('FTLB', 'TLB misses per 1000 guest instructions'),
+    'pf': ('FPF', 'guest page faults per 1000 instructions, x 10^7'),
 }
+# What each histogram's threshold lines are: the recommended ones come
+# out of the cost model's replays, never out of a measurement.
+THRESHOLD_LINES = ('dotted: active thresholds; solid: recommended, '
+                   'MODELED (cost model)')
 TICKS = 9           # points: readable at the page's width
 
 
@@ -33,9 +38,17 @@ def _png(fig, pyplot):
     return buf.getvalue()
 
 
-def _histogram(pyplot, result, metric, prefix, unit):
+def _histogram(pyplot, result, metric, prefix, simulated=False):
     """Samples per bucket and mode, thresholds as vertical lines."""
-    fig, ax = pyplot.subplots(figsize=(7, 3.4))
+    return _png(_histogram_figure(pyplot, result, metric, prefix,
+                                  simulated), pyplot)
+
+
+def _histogram_figure(pyplot, result, metric, prefix, simulated=False):
+    """The histogram's figure; ``simulated``: the samples come from a
+    simulated fleet, so they are modeled too."""
+    signal, counts_what = SIGNALS[prefix]
+    fig, ax = pyplot.subplots(figsize=(7, 3.6))
     hist = result.telemetry.histograms.get(metric.name, {})
     width = 0.4
     labels = None
@@ -70,13 +83,16 @@ def _histogram(pyplot, result, metric, prefix, unit):
         ax.set_xticks(range(len(labels)))
         ax.set_xticklabels(labels, rotation=30, fontsize=TICKS)
     ax.tick_params(axis='y', labelsize=TICKS)
-    ax.set_xlabel('%s (bucket)' % AXES[prefix], fontsize=TICKS)
+    ax.set_xlabel('%s: %s (bucket)' % (signal, counts_what),
+                  fontsize=TICKS)
     ax.set_ylabel('samples', fontsize=TICKS)
-    ax.set_title('%s: sampled %s per mode' % (result.generation, unit),
-                 fontsize=TICKS + 1)
+    ax.set_title('%s: sampled %s per mode%s\nlines: %s' % (
+        result.generation, signal,
+        ' (simulated fleet, MODELED)' if simulated else '',
+        THRESHOLD_LINES), fontsize=TICKS)
     ax.legend(fontsize=TICKS - 1)
     fig.tight_layout()
-    return _png(fig, pyplot)
+    return fig
 
 
 def _position(bounds, value):
@@ -173,8 +189,9 @@ def _thresholds_row(profile):
                                        profile.interval_s)
 
 
-def render(results, window, url):
-    """(HTML text, {file name: PNG bytes})."""
+def render(results, window, url, simulated=False):
+    """(HTML text, {file name: PNG bytes}); ``simulated``: the telemetry
+    is a simulated fleet's, so every figure is modeled."""
     pyplot = plot.backend()
     pngs = {}
     e = html.escape
@@ -185,11 +202,15 @@ def render(results, window, url):
     body += _summary(results)
     body.append('<h2>Terms</h2><p><b>FTLB</b>: %s. <b>FPF</b>: %s (the seed '
                 'paper\'s two signals; P-to-T is FPF over FTLB). '
+                '<b>Histograms</b>: the hosts\' samples%s per bucket and '
+                'mode; lines %s. '
                 '<b>Regret</b>: how much slower adaptive paging is than the '
                 'better of the two static modes on a trace (0 %% or less: '
                 'never worse). <b>Gain</b>: how much less regret the '
                 'recommended thresholds have than the active ones.</p>'
-                % (e(AXES['tlb']), e(AXES['pf'])))
+                % (e(SIGNALS['tlb'][1]), e(SIGNALS['pf'][1]),
+                   ' (a simulated fleet: MODELED)' if simulated else '',
+                   e(THRESHOLD_LINES)))
     for r in results:
         g = r.telemetry
         body.append('<h2>%s</h2>' % e(r.generation))
@@ -224,8 +245,9 @@ def render(results, window, url):
                        r.new_summary.worst_regret * 100))
         for name, data in (
                 ('ftlb', _histogram(pyplot, r, M.SAMPLED_FTLB, 'tlb',
-                                    'FTLB')),
-                ('fpf', _histogram(pyplot, r, M.SAMPLED_FPF, 'pf', 'FPF')),
+                                    simulated)),
+                ('fpf', _histogram(pyplot, r, M.SAMPLED_FPF, 'pf',
+                                   simulated)),
                 ('replay', _replay(pyplot, r))):
             fname = '%s-%s.png' % (r.generation, name)
             pngs[fname] = data
@@ -240,10 +262,10 @@ def render(results, window, url):
     return page, pngs
 
 
-def write(out, results, window, url):
+def write(out, results, window, url, simulated=False):
     """The report, its plots and a profile per generation with one,
     into ``out``: all or nothing (staged there, then renamed)."""
-    page, pngs = render(results, window, url)
+    page, pngs = render(results, window, url, simulated)
     files = {'report.html': page.encode()}
     files.update(pngs)
     for r in results:

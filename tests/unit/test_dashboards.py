@@ -57,3 +57,25 @@ def test_the_queries_name_only_defined_metrics_and_recorded_rules():
                      if 'nova_paging' in t}
             assert named, (title, expr)
             assert named <= known, (title, named - known)
+
+
+def _seconds_per_second(expr):
+    # The rate of a seconds counter, or a recorded rate of one, not
+    # scaled to another period (``3600 * ...`` is seconds per hour).
+    return (not re.match(r'\s*\d', expr) and bool(re.search(
+        r'rate\(\w+_seconds(_total)?\b|_seconds:rate\w*\b', expr)))
+
+
+def test_a_rate_of_seconds_is_shown_as_a_ratio_not_a_duration():
+    # Grafana shows unit "s" as a duration: 0.02 s per s would read
+    # "20 ms".  Every panel plotting seconds per second uses a ratio.
+    checked = []
+    for doc in _committed().values():
+        for panel in doc['panels']:
+            exprs = [t['expr'] for t in panel.get('targets') or ()]
+            if 's per s' in panel['title'] or (
+                    exprs and all(_seconds_per_second(e) for e in exprs)):
+                checked.append(panel['title'])
+                assert panel['fieldConfig']['defaults']['unit'] == \
+                    'percentunit', panel['title']
+    assert len([t for t in checked if 's per s' in t]) >= 4, checked
