@@ -6,6 +6,9 @@ import os
 import sys
 
 from docutils import nodes
+from docutils.parsers.rst import Directive
+from docutils.statemachine import StringList
+from sphinx.util.nodes import nested_parse_with_titles
 
 sys.path.insert(0, os.path.abspath('../..'))
 sys.path.insert(0, os.path.abspath('../../tools'))
@@ -55,5 +58,26 @@ def _title_untagged_notes(app, doctree):
             title.children = [nodes.Text(release)]
 
 
+class Runbooks(Directive):
+    """``.. nova-paging-runbooks::``: a section per alert, from the code
+    that generates the alerts (nova_adaptive_paging/telemetry/alerts.py),
+    with the shipped configuration, so each alert's runbook_url finds its
+    section."""
+
+    def run(self):
+        from nova_adaptive_paging.telemetry import alerts
+        from nova_adaptive_paging.telemetry import rules
+        from nova_adaptive_paging.pools import planner
+        config = rules.Config(
+            pool_cooldown_s=int(planner.Params().cooldown_s))
+        text = StringList(alerts.runbooks_rst(config).splitlines(),
+                          'nova_adaptive_paging/telemetry/alerts.py')
+        node = nodes.section()
+        node.document = self.state.document
+        nested_parse_with_titles(self.state, text, node)
+        return node.children
+
+
 def setup(app):
     app.connect('doctree-read', _title_untagged_notes, priority=100)
+    app.add_directive('nova-paging-runbooks', Runbooks)

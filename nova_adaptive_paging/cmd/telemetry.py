@@ -33,14 +33,25 @@ def telemetry_group():
               default=int(planner.Params().cooldown_s), show_default=True,
               help="The fleet strategy's cooldown_s audit parameter, if "
                    "yours is not its default.")
+@click.option('--agent-selector', default=rules.Config.agent_selector,
+              show_default=True,
+              help='Label matchers of the scrape job the agents run under.')
+@click.option('--runbook-url', default=rules.Config.runbook_url,
+              show_default=True,
+              help="Each alert's runbook_url; %s is the alert's name in "
+                   "lower case (the docs' runbooks page, where you serve "
+                   "it).")
 def generate_cmd(out, check, thrash_switches_per_hour, profile_max_age_days,
-                 advisory_gain_share, pool_misfit_share, pool_cooldown_s):
+                 advisory_gain_share, pool_misfit_share, pool_cooldown_s,
+                 agent_selector, runbook_url):
     """Write the rule files and dashboards from code."""
     config = rules.Config(pool_cooldown_s=pool_cooldown_s,
                           thrash_switches_per_hour=thrash_switches_per_hour,
                           profile_max_age_days=profile_max_age_days,
                           advisory_gain_share=advisory_gain_share,
-                          pool_misfit_share=pool_misfit_share)
+                          pool_misfit_share=pool_misfit_share,
+                          agent_selector=agent_selector,
+                          runbook_url=runbook_url)
     try:
         if check:
             stale = generate.stale(out, config)

@@ -11,8 +11,10 @@ from nova_adaptive_paging.telemetry import metrics as M
 
 HOST = M.HOST_LABEL
 GUEST = (HOST, M.GUEST_LABEL)
-# The scrape job the agents run under (dashboards/prometheus/README.md).
+# The scrape job the agents run under (dashboards/prometheus/README.md),
+# and the label matchers that select it by default.
 AGENT_JOB = 'nova-paging-agent'
+AGENT_SELECTOR = 'job="%s"' % AGENT_JOB
 # How long a host that stopped reporting is still counted in its
 # generation (its agent's coverage, the alerts that need its generation).
 REMEMBER = '1d'
@@ -110,8 +112,10 @@ def per_generation_guests(window):
         guests, window=window)
 
 
-def agent_up():
-    return 'up{job="%s"}' % AGENT_JOB
+def agent_up(selector=AGENT_SELECTOR):
+    """Whether each agent's last scrape succeeded; ``selector``: the
+    label matchers of their scrape job."""
+    return 'up{%s}' % selector
 
 
 def remembered_generation():

@@ -1,18 +1,31 @@
-"""Prometheus recording rules and alerts, generated from code.
+"""Prometheus recording rules, generated from code, and the
+:class:`Config` they and the alerts (:mod:`.alerts`) are generated with.
 
-As in the monitoring mixins, one :class:`Config` holds what an operator
-tunes, and ``nova-paging telemetry generate`` writes the rule files
-(``dashboards/prometheus/``) that ``promtool check rules`` and the
-``promtool test rules`` fixtures in ``dashboards/tests/`` check.  Every
-expression comes from :mod:`.queries`, so from :mod:`.metrics`' names.
+As in the monitoring mixins (their ``_config``), one :class:`Config`
+holds what an operator tunes: thresholds, the selector of the agents'
+scrape job, where the runbooks are.  ``nova-paging telemetry generate``
+writes the rule files (``dashboards/prometheus/``) that ``promtool check
+rules`` and the ``promtool test rules`` fixtures in ``dashboards/tests/``
+check.  Every expression comes from :mod:`.queries`, so from
+:mod:`.metrics`' names.
 """
 
 import dataclasses
+import re
 
+from nova_adaptive_paging import exception
 from nova_adaptive_paging.telemetry import metrics as M
 from nova_adaptive_paging.telemetry import queries as Q
 
 GUEST = Q.by(*Q.GUEST)
+# Where the docs are published; the runbooks page is runbooks.html there.
+DOCS_URL = 'https://nova-adaptive-paging.readthedocs.io/en/latest/'
+# One Prometheus label matcher, as a selector's braces hold it.
+_MATCHER = r'\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(\\.|[^"\\])*"\s*'
+
+
+class ConfigError(exception.Error, ValueError):
+    """A rules option that cannot make valid rules; names it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +54,29 @@ class Config:
     # How often the recording rules run (the demo's short fleet runs
     # them more often).
     rule_interval: str = '1m'
+    # The agents' scrape job, as label matchers: the rules that ask
+    # whether an agent is up select it with this (the agents' own
+    # series are named nova_paging_*, so need no selector).  Prometheus
+    # setups that name jobs otherwise (kube-prometheus, a job per cell)
+    # set it.
+    agent_selector: str = Q.AGENT_SELECTOR
+    # Each alert's runbook_url: %s is the alert's name in lower case,
+    # its section's anchor on the runbooks page (doc/source/runbooks.rst).
+    # Where the docs are served elsewhere (tox -e docs builds them), set
+    # it to that copy.
+    runbook_url: str = DOCS_URL + 'runbooks.html#%s'
+
+    def __post_init__(self):
+        if not re.fullmatch('%s(,%s)*' % (_MATCHER, _MATCHER),
+                            self.agent_selector):
+            raise ConfigError(
+                'agent selector: %r; expected Prometheus label matchers, '
+                'such as job="nova-paging-agent"' % self.agent_selector)
+        if self.runbook_url.count('%s') != 1 or '%' in \
+                self.runbook_url.replace('%s', ''):
+            raise ConfigError(
+                'runbook URL: %r; expected one %%s where the alert\'s '
+                'anchor goes, and no other %%' % self.runbook_url)
 
 
 SWITCHES_PER_HOUR = 'nova_paging:guest_switches_per_hour:rate1h'
@@ -92,7 +128,7 @@ def recording_rules(config):
         (GEN_HOSTS, 'count by (generation, switching) (%s)'
          % Q.host_info()),
         (GEN_COVERAGE, 'avg by (generation) (%s * on (%s) group_left '
-         '(generation) %s)' % (Q.agent_up(), Q.HOST,
+         '(generation) %s)' % (Q.agent_up(config.agent_selector), Q.HOST,
                                Q.remembered_generation())),
         # Paging pools: what the adaptive guests of each pool would save
         # in the other (seconds per second, modeled; only gains count),
@@ -110,126 +146,3 @@ def recording_rules(config):
     ]
     return {'name': 'nova-paging.rules', 'interval': config.rule_interval,
             'rules': [{'record': r, 'expr': e} for r, e in rules]}
-
-
-def _alert(name, expr, for_, severity, summary, description):
-    return {'alert': name, 'expr': expr, 'for': for_,
-            'labels': {'severity': severity},
-            'annotations': {'summary': summary,
-                            'description': description}}
-
-
-def alerts(config):
-    c = config
-    host_info = Q.host_info()
-    return {'name': 'nova-paging.alerts', 'rules': [
-        _alert('NovaPagingGuestThrashing',
-               '3600 * %s > %g' % (Q.per_guest_rate(M.SWITCHES, '1h'),
-                                   c.thrash_switches_per_hour),
-               '15m', 'warning',
-               'A guest is thrashing between paging modes.',
-               'Instance {{ $labels.%s }} on {{ $labels.%s }} switched '
-               '{{ $value | printf "%%.0f" }} times in the last hour '
-               '(alert above %g): its thresholds or its sampling interval '
-               'do not fit its workload; consider hw:paging=hap or '
-               'shadow for its flavor, or recalibrate.'
-               % (M.GUEST_LABEL, Q.HOST, c.thrash_switches_per_hour)),
-        _alert('NovaPagingAgentDown', '%s == 0' % Q.agent_up(), '5m',
-               'warning', 'A nova-paging agent is down.',
-               'Prometheus cannot scrape the agent on {{ $labels.%s }}: '
-               'its guests keep their last mode and thresholds, but new '
-               'guests get no policy.' % Q.HOST),
-        _alert('NovaPagingAgentNotReconciling',
-               # The agent's own monotonic age: a host clock set back or
-               # forward neither fires nor hides it.
-               '(%s > %d) or ((%s == 1) unless on (%s) %s)'
-               % (M.LAST_RECONCILE_AGE.name, c.reconcile_stale_s,
-                  Q.agent_up(), Q.HOST, M.LAST_RECONCILE_AGE.name),
-               '10m', 'warning', 'A nova-paging agent is not reconciling.',
-               'The agent on {{ $labels.%s }} has not completed a pass '
-               'over its guests without errors for over %d s: see '
-               'nova_paging_agent_errors_total and its log.'
-               % (Q.HOST, c.reconcile_stale_s)),
-        _alert('NovaPagingNoProfileForGeneration',
-               '%s unless on (%s, generation) %s'
-               % (host_info, Q.HOST, M.PROFILE_INFO.name),
-               '1h', 'warning',
-               'A host runs without a threshold profile for its CPU '
-               'generation.',
-               '{{ $labels.%s }} is a {{ $labels.generation }} host and '
-               'runs on the fallback profile: calibrate one for the '
-               'generation (nova-paging profile, or the calibrate '
-               'playbook) and push it.' % Q.HOST),
-        _alert('NovaPagingProfileTooOld',
-               '(time() - %s > %d) and on (%s) (%s and on (%s, generation) '
-               '%s)' % (M.PROFILE_OBTAINED.name,
-                        c.profile_max_age_days * 86400, Q.HOST, host_info,
-                        Q.HOST, M.PROFILE_INFO.name),
-               '1h', 'info', 'A threshold profile is old.',
-               'The profile in force on {{ $labels.%s }} was obtained over '
-               '%d days ago: rerun the profiler on recent telemetry.'
-               % (Q.HOST, c.profile_max_age_days)),
-        _alert('NovaPagingProfileDrift',
-               'count by (generation) ((max by (generation, threshold) '
-               '(%s)) != (min by (generation, threshold) (%s))) > 0'
-               % ((Q.with_generation(M.PROFILE_THRESHOLD.name),) * 2),
-               '30m', 'warning',
-               'Hosts of one CPU generation run different thresholds.',
-               '{{ $value }} of the thresholds differ between '
-               '{{ $labels.generation }} hosts: a profile push did not '
-               'reach every host, or a host has a local profile.'),
-        _alert('NovaPagingAdvisoryGainLarge',
-               '(sum by (%s) (rate(%s[1h])) / count by (%s) (%s) > %g) '
-               'and on (%s) %s'
-               % (Q.HOST, M.MODELED_GAIN_SECONDS.name, Q.HOST,
-                  M.GUEST_INFO.name, c.advisory_gain_share, Q.HOST,
-                  Q.selector(M.HOST_INFO, switching='false')),
-               '1h', 'info',
-               'Adaptive paging would gain much on a host without the '
-               'switching patch.',
-               'On {{ $labels.%s }} the cost model says switching would '
-               'save its guests {{ $value | humanizePercentage }} of their '
-               'time (modeled): deploy the KVM switching patch there.'
-               % Q.HOST),
-        _alert('NovaPagingPoolMisfit',
-               '%s / %s > %g' % (POOL_GAIN_LEFT, POOL_GUESTS,
-                                 c.pool_misfit_share),
-               '6h', 'info',
-               'Adaptive guests stay in the paging pool that suits them '
-               'less.',
-               'The adaptive guests of the {{ $labels.mode }} pool would '
-               'save {{ $value | humanizePercentage }} of their time in '
-               'the other pool (modeled), for six hours: the paging_fit '
-               'strategy is not moving them (its audits do not run, the '
-               'other pool is full, or its budget or margin is too '
-               'tight).'),
-        _alert('NovaPagingPolicyNotHonoured',
-               '%s == 1' % M.GUEST_POLICY_NOT_HONOURED.name,
-               '5m', 'warning',
-               'A guest runs on a host that cannot give the paging policy '
-               'its flavor asks for.',
-               'Instance {{ $labels.%s }} asks hw:paging={{ $labels.policy '
-               '}} and {{ $labels.%s }} cannot give it: it got there past '
-               'the scheduler (a forced live migration or evacuation, or '
-               'AdaptivePagingFilter not enabled).  Live-migrate it through '
-               'the scheduler: no target host, or API microversion 2.68 or '
-               'later.' % (M.GUEST_LABEL, Q.HOST)),
-        _alert('NovaPagingRequestFilterFailed',
-               '%s == 1' % Q.selector(M.SCHEDULER_REQUEST_FILTER,
-                                      state='failed'),
-               '5m', 'warning',
-               'nova-scheduler runs without the adaptive-paging request '
-               'filter.',
-               'AdaptivePagingFilter could not add its request filter in '
-               'the nova-scheduler on {{ $labels.%s }} (Nova\'s internals '
-               'changed; its log names what): flavors with hw:paging but '
-               'no trait:CUSTOM_PAGING_*=required are refused there.  Give '
-               'them the trait (nova-paging flavor set) or install a '
-               'nova-adaptive-paging release made for this Nova.' % Q.HOST),
-    ]}
-
-
-def documents(config):
-    """{relative path: YAML document} of the generated rule files."""
-    return {'prometheus/rules.yml': {'groups': [recording_rules(config)]},
-            'prometheus/alerts.yml': {'groups': [alerts(config)]}}

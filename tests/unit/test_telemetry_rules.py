@@ -7,10 +7,13 @@ import re
 import shutil
 import subprocess
 
+from click.testing import CliRunner
 import pytest
 import yaml
 
+from nova_adaptive_paging.cmd import cli
 from nova_adaptive_paging.pools import planner
+from nova_adaptive_paging.telemetry import alerts
 from nova_adaptive_paging.telemetry import generate
 from nova_adaptive_paging.telemetry import metrics
 from nova_adaptive_paging.telemetry import rules
@@ -94,6 +97,85 @@ def test_the_rules_name_only_defined_metrics():
 
 def test_a_changed_threshold_reaches_the_alert():
     config = dataclasses.replace(SHIPPED, thrash_switches_per_hour=12)
-    thrash = rules.alerts(config)['rules'][0]
+    thrash = alerts.alerts(config)['rules'][0]
     assert thrash['alert'] == 'NovaPagingGuestThrashing'
     assert thrash['expr'].endswith('> 12')
+
+
+RUNBOOKS = os.path.join(os.path.dirname(__file__), '..', '..', 'doc',
+                        'source', 'runbooks.rst')
+
+
+def _sections(rst):
+    """{title: body} of the reStructuredText sections underlined with -."""
+    lines = rst.splitlines()
+    out, title = {}, None
+    for line, under in zip(lines, lines[1:] + ['']):
+        if under and set(under) == {'-'} and len(under) == len(line):
+            title = line
+            out[title] = []
+        elif title and not set(line) <= {'-'}:
+            out[title].append(line)
+    return {t: '\n'.join(b) for t, b in out.items()}
+
+
+def test_every_alert_links_its_runbook_section():
+    shipped = [r for g in _load('alerts.yml')['groups'] for r in g['rules']]
+    sections = _sections(alerts.runbooks_rst(SHIPPED))
+    assert [r['alert'] for r in shipped] == list(sections)
+    for rule in shipped:
+        url = rule['annotations']['runbook_url']
+        page, anchor = url.rsplit('#', 1)
+        assert page.endswith('/runbooks.html')
+        # Sphinx's id of a section titled with the alert's name.
+        assert anchor == re.sub(r'[^a-z0-9]+', '-', rule['alert'].lower())
+        body = sections[rule['alert']]
+        assert '**What it means.** ' in body and '**What to do.** ' in body
+        assert rule['expr'] in body.replace('\n    ', ' ')
+    # The docs page renders the generated sections.
+    with open(RUNBOOKS, encoding='utf-8') as f:
+        assert '.. nova-paging-runbooks::' in f.read()
+
+
+def test_the_agents_job_selector_reaches_every_rule(tmp_path):
+    config = dataclasses.replace(
+        SHIPPED, agent_selector='job="openstack",service="nap"',
+        runbook_url='https://docs.example.org/nap/runbooks.html#%s')
+    for path, text in generate.render(config).items():
+        if path.startswith('prometheus/'):
+            assert 'job="nova-paging-agent"' not in text
+            (tmp_path / os.path.basename(path)).write_text(text)
+    docs = generate.documents(config)
+    exprs = [r['expr'] for doc in docs.values() for g in doc['groups']
+             for r in g['rules']]
+    ups = [e for e in exprs if 'up{' in e]
+    assert len(ups) >= 3
+    assert all('up{job="openstack",service="nap"}' in e for e in ups)
+    runbook = docs['prometheus/alerts.yml']['groups'][0]['rules'][0][
+        'annotations']['runbook_url']
+    assert runbook == ('https://docs.example.org/nap/runbooks.html#'
+                       'novapagingguestthrashing')
+    out = subprocess.run([promtool(), 'check', 'rules',
+                          str(tmp_path / 'rules.yml'),
+                          str(tmp_path / 'alerts.yml')],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize('option, value, words', [
+    ('--agent-selector', 'job=nova-paging-agent', 'agent selector'),
+    ('--agent-selector', 'job="a"}', 'agent selector'),
+    ('--runbook-url', 'https://docs.example.org/runbooks.html',
+     'runbook URL'),
+    ('--runbook-url', 'https://x/%d/%s', 'runbook URL'),
+])
+def test_a_bad_rules_option_is_one_line_and_writes_nothing(
+        tmp_path, option, value, words):
+    out = tmp_path / 'out'
+    result = CliRunner().invoke(cli.main, [
+        'telemetry', 'generate', '--out', str(out), option, value])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0] and repr(value) in \
+        lines[0], result.output
+    assert not out.exists()
