@@ -18,18 +18,20 @@ from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 
-from nova.scheduler import request_filter as nova_request_filter
 from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional import integrated_helpers
 
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging import capabilities
+from nova_adaptive_paging.conf import scheduler as scheduler_conf
 from nova_adaptive_paging import placement
 from nova_adaptive_paging import policy
-from nova_adaptive_paging.scheduler import request_filter
 from nova_adaptive_paging import vocabulary
 
 FILTER = 'AdaptivePagingFilter'
+# nova.conf's [adaptive_paging], registered as the filter's module does
+# (the control run never loads it).
+scheduler_conf.register_opts(nova.conf.CONF)
 FILTER_PATH = ('nova_adaptive_paging.scheduler.filters.paging_filter.'
                + FILTER)
 API_PASTE_INI = os.path.join(sysconfig.get_path('data'), 'etc', 'nova',
@@ -81,12 +83,15 @@ class PagingTestBase(integrated_helpers.ProviderUsageBaseTestCase):
             enabled.append(FILTER)
         self.flags(enabled_filters=enabled, group='filter_scheduler')
         self.useFixture(nova_fixtures.HostNameWeigherFixture(self.weights))
-        # Nova's request filters are a module list the filter appends to
-        # when the scheduler starts: each test starts from Nova's own.
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.scheduler.request_filter.ALL_REQUEST_FILTERS',
-            [f for f in nova_request_filter.ALL_REQUEST_FILTERS
-             if f is not request_filter.require_paging_trait]))
+        # The request filter's state, exported where node_exporter would
+        # read it: this test's own directory, not the machine's.
+        self.textfile_dir = self.useFixture(fixtures.TempDir()).path
+        self.flags(textfile_collector_dir=self.textfile_dir,
+                   group='adaptive_paging')
+        # Nothing to undo between tests in Nova's list of request filters:
+        # the scheduler's start adds the entry once, and the entry acts
+        # only while this test's scheduler runs the filter with
+        # [adaptive_paging] request_filter on (read per request).
         super().setUp()
 
         self.placement_adapter = ks_adapter.Adapter(

@@ -2,20 +2,24 @@
 
 Two ways a request reaches a capable host, and both make placement
 select, whatever ``max_placement_results`` is.  A flavor written by
-``nova-paging flavor set`` carries ``hw:paging`` and its required trait
-(TestPairedFlavors).  A flavor with ``hw:paging`` alone gets the trait
-from the request filter the filter registers (TestKeyAlone,
-TestFleetScale).  The control run (test_control.py) runs this module
-without the filter and without the pair: every test here fails there,
-except the few listed in it that assert what the project must not
-change.
+``nova-paging flavor set`` carries ``hw:paging`` and its required trait,
+Nova's own mechanism and the contract (TestPairedFlavors).  A flavor
+with ``hw:paging`` alone gets the trait from the request filter the
+filter registers (TestKeyAlone, TestFleetScale); without it (turned off,
+or a Nova whose internals changed) the scheduler runs on and refuses
+such a flavor, saying why (TestRequestFilterOff, TestChangedNova).  The
+control run (test_control.py) runs this module without the filter and
+without the pair: every test here fails there, except the few listed in
+it that assert what the project must not change.
 """
 
+import os
+
 import fixtures
-from nova.scheduler import manager as scheduler_manager
 from nova.scheduler import request_filter as nova_request_filter
 from nova.tests.functional.api import client as api_client
 from nova.virt import fake
+from prometheus_client import parser
 
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging import capabilities
@@ -38,8 +42,31 @@ class LandingMixin(object):
         return hosts
 
     def warnings(self):
+        return self.logged('WARNING')
+
+    def logged(self, level, *words):
         return [line for line in self.stdlog.logger.output.splitlines()
-                if 'paging' in line.lower() and 'WARNING' in line]
+                if 'paging' in line.lower() and level in line
+                and all(word in line for word in words)]
+
+    def exported(self):
+        """The request filter's state as node_exporter would read it."""
+        with open(os.path.join(self.textfile_dir, request_filter.TEXTFILE),
+                  encoding='utf-8') as f:
+            fams = list(parser.text_string_to_metric_families(f.read()))
+        return {s.labels['state'] for f in fams for s in f.samples
+                if s.value == 1}
+
+    def refused_saying_why(self, flavor, *words):
+        """The flavor is refused (NoValidHost) and one INFO line of the
+        filter names ``words``."""
+        server = self.boot(flavor, expected_state='ERROR')
+        self.assertIn('No valid host', server['fault']['message'])
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            server['id']))
+        said = self.logged('INFO', 'AdaptivePagingFilter refuses', *words)
+        self.assertEqual(1, len(said), said)
+        return server
 
 
 class TestPairedFlavors(LandingMixin, base.PagingTestBase):
@@ -80,6 +107,16 @@ class TestPairedFlavors(LandingMixin, base.PagingTestBase):
                 flavor, {'extra_specs': {key: bad}})
             self.assertEqual(400, exc.response.status_code)
             self.assertIn(bad, exc.response.text)
+        # Keys that contradict each other in one request: the validators
+        # see them together.
+        exc = self.assertRaises(
+            api_client.OpenStackApiException, self.api.post_extra_spec,
+            flavor, {'extra_specs': {
+                'hw:paging': 'adaptive',
+                'trait:CUSTOM_PAGING_SWITCHING': 'forbidden'}})
+        self.assertEqual(400, exc.response.status_code)
+        self.assertIn('trait:CUSTOM_PAGING_SWITCHING', exc.response.text)
+        self.assertIn('hw:paging=adaptive', exc.response.text)
 
 
 class TestKeyAlone(LandingMixin, base.PagingTestBase):
@@ -89,6 +126,15 @@ class TestKeyAlone(LandingMixin, base.PagingTestBase):
     withholding."""
 
     def test_unpaired_policy_lands_where_it_can_be_given(self):
+        # The scheduler that started in setUp() added the request filter
+        # once, after Nova's own, however many schedulers this process
+        # started before (nothing resets the list between tests), and
+        # says so to node_exporter.
+        filters = nova_request_filter.ALL_REQUEST_FILTERS
+        self.assertEqual(1, filters.count(
+            request_filter.require_paging_trait))
+        self.assertIs(request_filter.require_paging_trait, filters[-1])
+        self.assertEqual({'registered'}, self.exported())
         for paging, first in (('adaptive', 'patched1'),
                               ('shadow', 'stock-noept'),
                               ('hap', 'stock-ept')):
@@ -108,35 +154,24 @@ class TestKeyAlone(LandingMixin, base.PagingTestBase):
             server = self._wait_for_state_change(server, 'ACTIVE')
             self.assertIn(self.host_of(server), CAN['adaptive'])
 
-    def test_the_request_filter_is_nova_s_own_kind(self):
-        # The scheduler that started in setUp() registered it once, after
-        # Nova's own, whatever how many filter objects Nova builds.
-        filters = nova_request_filter.ALL_REQUEST_FILTERS
-        self.assertEqual(1, filters.count(
-            request_filter.require_paging_trait))
-        self.assertIs(request_filter.require_paging_trait, filters[-1])
-
-    def test_a_changed_nova_stops_the_scheduler_at_start_up(self):
-        # What a Nova release that reshaped its request filters looks
-        # like to the registration: a tuple instead of the list, the loop
-        # not reading it, the scheduler not calling the loop.
-        changes = (
-            ('nova.scheduler.request_filter.ALL_REQUEST_FILTERS', (),
-             'ALL_REQUEST_FILTERS is not a list'),
-            ('nova.scheduler.request_filter.process_reqspec',
-             lambda ctxt, spec: None, 'does not run ALL_REQUEST_FILTERS'),
-            ('nova.scheduler.manager.SchedulerManager.select_destinations',
-             lambda *a, **kw: None, 'does not call process_reqspec'),
-        )
-        for target, value, said in changes:
-            # What nova-scheduler's service builds when it starts (the
-            # test framework allows one scheduler service per test).
-            with fixtures.MonkeyPatch(target, value):
-                exc = self.assertRaises(request_filter.RegistrationError,
-                                        scheduler_manager.SchedulerManager)
-            self.assertIn(said, str(exc))
-            self.assertIn('trait:CUSTOM_PAGING_*=required', str(exc))
-            self.assertEqual(1, len(str(exc).splitlines()))
+    def test_a_flavor_whose_traits_contradict_it_gets_the_reason(self):
+        # Set over two requests, so that the API saw one key at a time:
+        # the scheduler refuses it, naming the key and the trait in the
+        # fault (RequestFilterFailed, as Nova's request filters refuse).
+        for paging, key in (('adaptive', 'trait:CUSTOM_PAGING_SWITCHING'),
+                            ('shadow', 'trait1:CUSTOM_PAGING_SHADOW')):
+            flavor = self._create_flavor(vcpu=1, memory_mb=256, disk=1)
+            self.api.post_extra_spec(flavor, {'extra_specs': {
+                'hw:paging': paging}})
+            self.api.post_extra_spec(flavor, {'extra_specs': {
+                key: 'forbidden'}})
+            server = self.boot(flavor, expected_state='ERROR')
+            fault = server['fault']['message']
+            self.assertIn('No valid host', fault)
+            self.assertIn("%s='forbidden'" % key, fault)
+            self.assertIn('hw:paging=%s' % paging, fault)
+            self.assertEqual({}, self._get_allocations_by_server_uuid(
+                server['id']))
 
     def test_nobody_capable_is_novalidhost_without_trait_names(self):
         for host in ('patched1', 'patched2'):
@@ -173,6 +208,55 @@ class TestKeyAlone(LandingMixin, base.PagingTestBase):
         self.api.microversion = 'latest'
         server = self.boot(flavor, expected_state='ERROR')
         self.assertIn('No valid host', server['fault']['message'])
+
+
+class TestRequestFilterOff(LandingMixin, base.PagingTestBase):
+    """``[adaptive_paging] request_filter = False``: the pair is the
+    contract, and the filter refuses ``hw:paging`` alone, saying why."""
+
+    def setUp(self):
+        self.flags(request_filter=False, group='adaptive_paging')
+        super().setUp()
+
+    def test_the_pair_lands_and_the_key_alone_is_refused(self):
+        self.assertEqual({'disabled'}, self.exported())
+        for paging in sorted(CAN):
+            self.check_lands(self.paging_flavor(paging), CAN[paging],
+                             boots=1)
+        self.refused_saying_why(
+            self.paging_flavor('shadow', paired=False),
+            'trait:CUSTOM_PAGING_SHADOW=required', 'request_filter is off')
+        self.assertEqual([], self.logged('ERROR'))
+
+
+class TestChangedNova(LandingMixin, base.PagingTestBase):
+    """A Nova release whose request filters are no longer a list: the
+    request filter cannot be added, and nova-scheduler starts anyway."""
+
+    def setUp(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.request_filter.ALL_REQUEST_FILTERS',
+            tuple(f for f in nova_request_filter.ALL_REQUEST_FILTERS
+                  if f is not request_filter.require_paging_trait)))
+        # A scheduler process starting: nothing said about it yet.
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_adaptive_paging.scheduler.request_filter.STATUS', None))
+        super().setUp()
+
+    def test_the_scheduler_runs_on_refusing_the_key_alone(self):
+        # One error, naming what changed, and the state exported.
+        errors = self.logged('ERROR')
+        self.assertEqual(1, len(errors), errors)
+        self.assertIn('ALL_REQUEST_FILTERS is not a list', errors[0])
+        self.assertEqual({'failed'}, self.exported())
+        # The pair schedules as ever; hw:paging alone is refused rather
+        # than misplaced, and the scheduler's log says why.
+        self.check_lands(self.paging_flavor('adaptive'), CAN['adaptive'],
+                         boots=1)
+        self.refused_saying_why(
+            self.paging_flavor('adaptive', paired=False),
+            'trait:CUSTOM_PAGING_SWITCHING=required',
+            'ALL_REQUEST_FILTERS is not a list')
 
 
 class BaremetalDriver(fake.MediumFakeDriver):
@@ -249,14 +333,16 @@ class TestFleetScale(LandingMixin, base.PagingTestBase):
     def setUp(self):
         super().setUp()
         self.flags(max_placement_results=2, group='scheduler')
+        self.flags(instances=12, group='quota')     # the test's 12 boots
         self.placement.fixture.conf_fixture.config(
             randomize_allocation_candidates=True, group='placement')
 
-    def test_the_key_alone_reaches_the_rare_capable_hosts(self):
+    def test_the_key_alone_and_the_pair_reach_the_rare_capable_hosts(self):
         # Without the trait in placement's query, each boot draws 2 of 16
         # hosts and misses both capable ones with probability 91/120;
         # with it, placement has only those to offer.  Sizes vary so that
-        # no two requests are the same query.
+        # no two requests are the same query.  (One test: sixteen computes
+        # are the start-up this class pays per test.)
         for size in range(4):
             self.assertEqual({'host15'}, self.check_lands(
                 self.paging_flavor('adaptive', paired=False,
@@ -265,8 +351,6 @@ class TestFleetScale(LandingMixin, base.PagingTestBase):
             self.check_lands(self.paging_flavor(
                 'shadow', paired=False, memory_mb=256 + 64 * size),
                 {'host14', 'host15'}, boots=1)
-
-    def test_paired_shadow_reaches_the_capable_hosts(self):
         self.check_lands(self.paging_flavor('shadow'), {'host14', 'host15'},
                          boots=4)
 
@@ -393,3 +477,24 @@ class TestMoves(base.PagingTestBase):
         self.assertEqual('patched1', self.host_of(server))
         self.assertEqual('a2459075-d96c-40d5-893e-577ff92e721c',
                          server['image']['id'])
+
+    def test_forced_moves_bypass_the_filter(self):
+        # Microversion 2.67 and older let an admin force a live migration
+        # or an evacuation to a host, skipping the scheduler: the guest
+        # lands where its policy cannot be given (the agent there says so:
+        # nova_paging_guest_policy_not_honoured).
+        server = self.boot(self.paging_flavor('adaptive'))
+        self.assertEqual('patched1', self.host_of(server))
+        self.api.microversion = '2.67'
+        self.api.post_server_action(server['id'], {'os-migrateLive': {
+            'host': 'stock-ept', 'block_migration': 'auto', 'force': True}})
+        self._wait_for_migration_status(server, ['completed'])
+        self.assertEqual('stock-ept', self.host_of(server))
+        self.computes['stock-ept'].stop()
+        service = self.admin_api.get_services(host='stock-ept',
+                                              binary='nova-compute')[0]
+        self.admin_api.put_service(service['id'], {'forced_down': True})
+        self.admin_api.microversion = '2.67'
+        self._evacuate_server(server, {'host': 'bare', 'force': True},
+                              expected_host='bare', expected_state='ACTIVE')
+        self.assertEqual('bare', self.host_of(server))
