@@ -25,7 +25,7 @@ int main(int argc, char **argv)
 	long page = sysconf(_SC_PAGESIZE);
 	struct nap_counter ctr[2];
 	long long minflt, majflt;
-	double start;
+	double start, cpu_start;
 	char *shared;
 
 	for (int i = 1; i < argc; i += 2) {
@@ -44,6 +44,7 @@ int main(int argc, char **argv)
 		}
 	}
 	start = nap_now();
+	cpu_start = nap_cpu_s();
 	nap_counters_open(ctr);
 	for (long r = 0; r < rounds; r++) {
 		volatile char *m = mmap(NULL, pages * page,
@@ -86,10 +87,10 @@ int main(int argc, char **argv)
 	nap_faults(&minflt, &majflt);
 	printf("{\"bench\": \"fault-churn\", \"pages\": %ld, \"rounds\": %ld, "
 	       "\"forks\": %ld, \"pages_touched\": %ld, \"elapsed_s\": %.6f, "
-	       "\"minflt\": %lld, \"majflt\": %lld, \"tlb_misses\": %lld, "
+	       "\"cpu_s\": %.6f, \"minflt\": %lld, \"majflt\": %lld, \"tlb_misses\": %lld, "
 	       "\"instructions\": %lld}\n",
 	       pages, rounds, forks, pages * (rounds + forks + 1),
-	       nap_now() - start, minflt, majflt, nap_counter_read(&ctr[0]),
+	       nap_now() - start, nap_cpu_s() - cpu_start, minflt, majflt, nap_counter_read(&ctr[0]),
 	       nap_counter_read(&ctr[1]));
 	return 0;
 }

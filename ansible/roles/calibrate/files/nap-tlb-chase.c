@@ -24,7 +24,7 @@ int main(int argc, char **argv)
 	unsigned long seed = 1;
 	struct nap_counter ctr[2];
 	long long minflt, majflt;
-	double start, chase_start, chase_end;
+	double start, cpu_start, chase_start, chase_end;
 	size_t *order, bytes;
 	char *mem;
 	void **p;
@@ -47,6 +47,7 @@ int main(int argc, char **argv)
 		}
 	}
 	start = nap_now();
+	cpu_start = nap_cpu_s();
 	nap_counters_open(ctr);
 	bytes = (size_t)pages * (size_t)stride;
 	mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
@@ -79,10 +80,11 @@ int main(int argc, char **argv)
 	nap_faults(&minflt, &majflt);
 	printf("{\"bench\": \"tlb-chase\", \"pages\": %ld, \"stride\": %ld, "
 	       "\"working_set_bytes\": %zu, \"accesses\": %ld, "
-	       "\"elapsed_s\": %.6f, \"ns_per_access\": %.4f, "
+	       "\"elapsed_s\": %.6f, \"cpu_s\": %.6f, \"ns_per_access\": %.4f, "
 	       "\"minflt\": %lld, \"majflt\": %lld, \"tlb_misses\": %lld, "
 	       "\"instructions\": %lld, \"end\": %d}\n",
 	       pages, stride, bytes, accesses, nap_now() - start,
+	       nap_cpu_s() - cpu_start,
 	       (chase_end - chase_start) * 1e9 / accesses, minflt, majflt,
 	       nap_counter_read(&ctr[0]), nap_counter_read(&ctr[1]),
 	       p == NULL);
