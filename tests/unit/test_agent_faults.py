@@ -261,9 +261,11 @@ def test_a_deleted_profile_is_a_warning_and_a_metric(
 
 def test_start_up_warns_of_what_would_be_ignored(tmp_path, sim, make_agent):
     config = tmp_path / 'agent.conf'
+    # A directory this test knows is not there, whatever the machine has.
+    missing = tmp_path / 'no-such-profiles'
     config.write_text('[agent]\nintervall = 3\n'
                       '[adaptive_paging]\ncpu_generation = intel-skylak\n'
-                      'profile_dirs = /nonexistent\n')
+                      'profile_dirs = %s\n' % missing)
     agent = make_agent()
     agent.conf.clear_override('profile_dirs', 'adaptive_paging')
     agent.conf([], default_config_files=[str(config)])
@@ -272,7 +274,7 @@ def test_start_up_warns_of_what_would_be_ignored(tmp_path, sim, make_agent):
                in line for line in lines)
     assert any('cpu_generation intel-skylak' in line
                and 'intel-nehalem' in line for line in lines)
-    assert any('/nonexistent is not a directory' in line for line in lines)
+    assert any('%s is not a directory' % missing in line for line in lines)
 
 
 # -- /metrics under load: idle connections, concurrent scrapes, TLS ---------
