@@ -209,6 +209,13 @@ class Deadlines:
         with self._cond:
             self._live.pop(token, None)
 
+    def swap(self, token, sock):
+        """The connection of ``token`` is ``sock`` from now on (a TLS
+        socket takes its plain socket's descriptor and detaches it)."""
+        with self._cond:
+            if token in self._live:
+                self._live[token] = sock
+
     def _run(self):
         while True:
             with self._cond:
@@ -223,7 +230,10 @@ class Deadlines:
                 sock = self._live.pop(token, None)
             if sock is not None:
                 try:
-                    sock.shutdown(socket.SHUT_RDWR)
+                    # The plain socket's shutdown, on a TLS socket too:
+                    # the descriptor's, leaving the TLS state to the
+                    # thread that is reading it.
+                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
                 except OSError:
                     pass                # closed meanwhile
 
@@ -265,6 +275,7 @@ class _Server(exposition.ThreadingWSGIServer):
                 try:
                     request = self.tls.wrap_socket(request,
                                                    server_side=True)
+                    self._deadlines.swap(token, request)
                 except OSError:     # ssl.SSLError and socket.timeout too
                     return          # a failed or idle handshake: its own
             self.finish_request(request, client_address)

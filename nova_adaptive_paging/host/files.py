@@ -31,7 +31,10 @@ class FileTransport:
         # first one's end could return the tail of a newer, longer text
         # (paging_stats while its counters grow).  Every file of the
         # interface fits in a page.
-        fd = os.open(self._path(rel), os.O_RDONLY)
+        # O_NONBLOCK: a FIFO or a device where a file should be (a
+        # simulated host's files are anybody's) reads as what it holds
+        # now, never blocks; sysfs and regular files ignore the flag.
+        fd = os.open(self._path(rel), os.O_RDONLY | os.O_NONBLOCK)
         try:
             return decode(os.read(fd, spec.IO_READ_MAX), rel)
         finally:
@@ -39,7 +42,7 @@ class FileTransport:
 
     def write(self, rel, text):
         # One write(2) per value, unbuffered, as the kernel expects.
-        fd = os.open(self._path(rel), os.O_WRONLY)
+        fd = os.open(self._path(rel), os.O_WRONLY | os.O_NONBLOCK)
         try:
             os.write(fd, text.encode('ascii'))
         finally:

@@ -47,3 +47,175 @@ def make_agent(sim):
         return service.Agent(conf, GENERATION,
                              transport=transport or sim.model, **kw)
     return make
+
+
+# -- the real commands: a simulated host served over FUSE, the agent ------
+def fuse_usable():
+    """Whether a simulated host can be served over FUSE here."""
+    import shutil
+    return bool(os.path.exists('/dev/fuse') and os.geteuid() == 0
+                and (shutil.which('fusermount3')
+                     or shutil.which('fusermount')))
+
+
+# A test that runs the commands against a host served over FUSE.  CI has
+# FUSE and sets NAP_REQUIRE_FUSE, so there the test fails rather than
+# skips.
+needs_fuse = pytest.mark.skipif(
+    not fuse_usable() and not os.environ.get('NAP_REQUIRE_FUSE'),
+    reason='needs /dev/fuse, root and fusermount (set NAP_REQUIRE_FUSE=1 '
+           'to make this a failure)')
+
+
+def wait_for(check, seconds, what, proc=None):
+    """Poll ``check`` until true; fail naming ``what`` after ``seconds``
+    (at once if ``proc`` ended)."""
+    import time
+    deadline = time.monotonic() + seconds
+    while not check():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError('%s: the process ended (%s) first'
+                                 % (what, proc.returncode))
+        if time.monotonic() > deadline:
+            raise AssertionError('%s: not within %s s' % (what, seconds))
+        time.sleep(0.05)
+
+
+class ServedHost:
+    """``nova-paging sim-host`` over FUSE, with two guests (shadow and
+    adaptive) at real-time speed."""
+
+    VMS = 2
+
+    def __init__(self, root):
+        import subprocess
+        import sys
+        self.root = root
+        self.debugfs = os.path.join(root, 'sys/kernel/debug/kvm')
+        self.proc = subprocess.Popen(
+            [sys.executable, '-m', 'nova_adaptive_paging.cmd.cli',
+             'sim-host', '--root', root, '--vms', str(self.VMS), '--speed',
+             '1', '--duration', '600', '--paging', 'shadow', '--paging',
+             'adaptive'], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        wait_for(lambda: os.path.isdir(self.debugfs)
+                 and len(os.listdir(self.debugfs)) == self.VMS, 60,
+                 'the simulated host serving its VMs', self.proc)
+
+    @property
+    def libvirt_uri(self):
+        return 'test://' + os.path.join(self.root, simhost.NODE_XML)
+
+    def vm_file(self, index, name):
+        vm = sorted(os.listdir(self.debugfs))[index]
+        return os.path.join(self.debugfs, vm, name)
+
+    def param(self, name):
+        return os.path.join(self.root, 'sys/module/kvm/parameters', name)
+
+    def close(self):
+        import signal
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(30)
+
+
+@pytest.fixture(scope='module')
+def served_host(tmp_path_factory):
+    """One simulated host served over FUSE for a module's tests."""
+    if not fuse_usable() and not os.environ.get('NAP_REQUIRE_FUSE'):
+        pytest.skip('needs /dev/fuse, root and fusermount')
+    host = ServedHost(str(tmp_path_factory.mktemp('served') / 'node'))
+    yield host
+    host.close()
+
+
+class AgentProcess:
+    """``nova-paging-agent`` run as a process with a config file of
+    ``[section] option = value`` lines; its log in ``log``."""
+
+    def __init__(self, tmp_path, options, name='agent'):
+        import socket
+        import subprocess
+        import sys
+        with socket.socket() as s:
+            s.bind(('127.0.0.1', 0))
+            self.port = s.getsockname()[1]
+        sections = {}
+        for (section, option), value in options.items():
+            sections.setdefault(section, []).append('%s = %s' % (option,
+                                                                 value))
+        if ('agent', 'listen_port') not in options:
+            sections.setdefault('agent', []).append('listen_port = %d'
+                                                    % self.port)
+        self.config = tmp_path / ('%s.conf' % name)
+        self.config.write_text(''.join(
+            '[%s]\n%s\n' % (section, '\n'.join(lines))
+            for section, lines in sections.items()))
+        self.log = tmp_path / ('%s.log' % name)
+        self._out = open(self.log, 'w')
+        self.proc = subprocess.Popen(
+            [sys.executable, '-m', 'nova_adaptive_paging.cmd.agent',
+             '--config-file', str(self.config)],
+            stdout=self._out, stderr=subprocess.STDOUT)
+
+    def text(self):
+        return self.log.read_text()
+
+    def handles(self, signum):
+        """Whether the process has installed a handler for ``signum``."""
+        try:
+            with open('/proc/%d/status' % self.proc.pid) as f:
+                caught = [line.split()[1] for line in f
+                          if line.startswith('SigCgt:')][0]
+        except (OSError, IndexError):
+            return False
+        return bool(int(caught, 16) >> (signum - 1) & 1)
+
+    def scrape(self, timeout=5.0):
+        """{family name: family} of one scrape of /metrics."""
+        import urllib.request
+
+        from prometheus_client import parser
+        with urllib.request.urlopen('http://127.0.0.1:%d/metrics'
+                                    % self.port, timeout=timeout) as r:
+            text = r.read().decode()
+        return {f.name: f for f in parser.text_string_to_metric_families(
+            text)}
+
+    def serving(self):
+        try:
+            self.scrape(1.0)
+        except OSError:
+            return False
+        return True
+
+    def stop(self, seconds=15):
+        """SIGTERM; the exit status."""
+        import signal
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(seconds)
+        finally:
+            self._out.close()
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._out.close()
+
+
+@pytest.fixture
+def agent_process(tmp_path):
+    """agent_process(options, name=...): a started AgentProcess, killed
+    at the end of the test if it still runs."""
+    started = []
+
+    def start(options, name='agent'):
+        proc = AgentProcess(tmp_path, options, name)
+        started.append(proc)
+        return proc
+    yield start
+    for proc in started:
+        proc.kill()
