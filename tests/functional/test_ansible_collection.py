@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tarfile
@@ -354,6 +355,16 @@ def test_site_installs_and_starts_the_agents_and_a_second_run_changes_nothing(
             open(os.path.join(debugfs, vm, spec.FILE_POLICY)).read().strip()
             for vm in os.listdir(debugfs))
         assert policies == ['adaptive', 'hap']
+        # pidfile mode makes the runtime directory systemd would: the
+        # only place the sudoers rule lets the privsep socket be, and
+        # where the running agent holds the host's lock.
+        run = os.path.join(site.root(host), 'run')
+        runtime = os.path.join(run, 'nova-paging-agent')
+        assert stat.S_IMODE(os.stat(runtime).st_mode) == 0o700
+        with open(os.path.join(run, 'nova-paging-agent.pid')) as f:
+            pid = f.read().strip()
+        with open(os.path.join(runtime, 'agent.lock')) as f:
+            assert f.read().strip() == pid
     # The roles wrote inside their hosts' roots, nowhere else.
     assert not os.path.exists('/etc/nova-adaptive-paging/agent.conf') or \
         'nova-paging-agent' not in open('/etc/nova-adaptive-paging/'

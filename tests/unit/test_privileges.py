@@ -141,9 +141,10 @@ def test_an_agent_whose_daemon_cannot_start_exits_at_once(tmp_path):
     config = tmp_path / 'agent.conf'
     config.write_text('[adaptive_paging]\nhost_root = /\ncpu_generation = '
                       'intel-nehalem\nlibvirt_uri = test:///default\n'
-                      '[agent]\nlisten_port = 0\n'
+                      '[agent]\nlisten_port = 0\nlock_file = %s\n'
                       '[nova_adaptive_paging_privileged]\n'
-                      'helper_command = /bin/false\n')
+                      'helper_command = /bin/false\n' % (
+                          tmp_path / 'agent.lock'))
     done = subprocess.run(
         [sys.executable, '-m', 'nova_adaptive_paging.cmd.agent',
          '--config-file', str(config)],
@@ -153,3 +154,29 @@ def test_an_agent_whose_daemon_cannot_start_exits_at_once(tmp_path):
               if line.startswith('error:')]
     assert len(errors) == 1 and 'privsep daemon did not start' in errors[0]
     assert 'Traceback' not in done.stderr
+
+
+def test_the_socket_lies_where_sudo_allows_it_without_tmpdir(
+        monkeypatch, tmp_path):
+    """Under the Ansible role's pidfile mode no unit sets TMPDIR, but the
+    role makes the runtime directory: the agent puts oslo.privsep's
+    socket there itself, where the sudoers rule allows it (before, the
+    socket went to /tmp and sudo refused the daemon)."""
+    import tempfile as tempfile_module
+    runtime = tmp_path / 'run' / 'nova-paging-agent'
+    runtime.mkdir(parents=True, mode=0o700)
+    monkeypatch.setattr(privileged, 'RUNTIME_DIR', str(runtime))
+    monkeypatch.setenv('TMPDIR', '/tmp')
+    monkeypatch.setattr(tempfile_module, 'tempdir', None)
+    monkeypatch.setattr(sys, 'argv', [
+        '/opt/nova-adaptive-paging/bin/nova-paging-agent'])
+    privileged.Transport()
+    sock = os.path.join(tempfile_module.mkdtemp(), 'privsep.sock')
+    command = privileged.host_admin.helper_command(sock)
+    with open(RULE) as f:
+        rule = [line for line in f if line.startswith('nova-paging ALL')]
+    args = rule[0].split('NOPASSWD: ', 1)[1].strip().split(' ', 1)[1]
+    allowed = args[1:-1].replace('/run/nova-paging-agent/',
+                                 re.escape(str(runtime)) + '/')
+    assert allowed != args[1:-1]
+    assert re.fullmatch(allowed, ' '.join(command[2:])), command
