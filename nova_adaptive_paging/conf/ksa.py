@@ -12,6 +12,9 @@ def register(conf, group, service_type):
     conf.set_default('service_type', service_type, group=group)
     conf.set_default('valid_interfaces', ['internal', 'public'],
                      group=group)
+    # keystoneauth waits for ever by default; the agent's every call has
+    # a deadline (a request that times out is retried at the next pass).
+    conf.set_default('timeout', 30, group=group)
 
 
 def list_opts():

@@ -119,9 +119,9 @@ class ServedHost:
         self.proc.wait(30)
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope='session')
 def served_host(tmp_path_factory):
-    """One simulated host served over FUSE for a module's tests."""
+    """One simulated host served over FUSE for the agent tests."""
     if not fuse_usable() and not os.environ.get('NAP_REQUIRE_FUSE'):
         pytest.skip('needs /dev/fuse, root and fusermount')
     host = ServedHost(str(tmp_path_factory.mktemp('served') / 'node'))

@@ -26,6 +26,7 @@ from nova_adaptive_paging.agent import web
 from nova_adaptive_paging.host import privileged
 from nova_adaptive_paging.telemetry import collector
 from nova_adaptive_paging.telemetry import metrics
+from tests.unit.conftest import needs_fuse
 from tests.unit.conftest import wait_for
 
 
@@ -380,3 +381,40 @@ def test_sighup_at_start_up_two_agents_and_a_clean_stop(
     assert first.proc.poll() is None
     assert first.stop() == 0
     assert 'Traceback' not in first.text()
+
+
+@needs_fuse
+def test_sigterm_ends_the_agent_within_stop_timeout_whatever_hangs(
+        served_host, agent_process, tmp_path):
+    """The kernel's files stop answering (the simulated host's server
+    is stopped: every read of them hangs, as a wedged kernel interface
+    would): /metrics is still answered from the last snapshot, whose age
+    grows, and SIGTERM ends the agent after stop_timeout, exit 1, with a
+    line saying what its loop was doing."""
+    agent = agent_process({
+        ('adaptive_paging', 'host_root'): served_host.root,
+        ('adaptive_paging', 'libvirt_uri'): served_host.libvirt_uri,
+        ('adaptive_paging', 'cpu_generation'): 'amd-zen3',
+        ('adaptive_paging', 'profile_dirs'): str(tmp_path),
+        ('agent', 'lock_file'): str(tmp_path / 'agent.lock'),
+        ('agent', 'interval'): 1,
+        ('agent', 'reconcile_interval'): 1,
+        ('agent', 'stop_timeout'): 2})
+
+    def age():
+        fams = agent.scrape(timeout=5)
+        family = fams.get(metrics.SNAPSHOT_AGE.name)
+        return family.samples[0].value if family else None
+    wait_for(agent.serving, 30, '/metrics', agent.proc)
+    wait_for(lambda: age() is not None, 30, 'a snapshot', agent.proc)
+    served_host.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: age() > 3, 30, 'the loop held', agent.proc)
+        started = time.monotonic()
+        assert agent.stop(seconds=30) == 1
+        assert time.monotonic() - started < 2 + 5
+    finally:
+        served_host.proc.send_signal(signal.SIGCONT)
+    last = agent.text().strip().splitlines()[-1]
+    assert 'did not end within [agent] stop_timeout (2 s)' in last
+    assert 'pass' in last
