@@ -74,6 +74,12 @@ def main():
     args = parser.parse_args()
 
     hosts = make_hosts(args.hosts)
+    # The scheduler as configured with the filter (its request filter
+    # acts only then); its state stays out of the machine's node_exporter.
+    request_filter.CONF.set_override(
+        'enabled_filters', [request_filter.FILTER_NAME], 'filter_scheduler')
+    request_filter.CONF.set_override('textfile_collector_dir', '',
+                                     'adaptive_paging')
     ours = paging_filter.AdaptivePagingFilter()
     theirs = aies.AggregateInstanceExtraSpecsFilter()
     paired = capabilities.flavor_extra_specs(policy.PagingPolicy(

@@ -168,6 +168,14 @@ def test_rebuild_passes_the_host_it_has(hosts):
     request.scheduler_hints = {'_nova_check_type': ['rebuild']}
     assert names(paging_filter.AdaptivePagingFilter().filter_all(
         hosts, request)) == names(hosts)
+    # ... nor does a flavor with hw:paging alone, which the request filter
+    # (not run on a rebuild) would have given its trait, or a request
+    # the filter would refuse as a whole.
+    for extra in ({'hw:paging': 'adaptive'}, {'hw:paging': 'ept'}):
+        request = spec(extra)
+        request.scheduler_hints = {'_nova_check_type': ['rebuild']}
+        assert names(paging_filter.AdaptivePagingFilter().filter_all(
+            hosts, request)) == names(hosts)
 
 
 def test_request_without_an_image(hosts):

@@ -29,6 +29,7 @@ agent on the destination reports such a guest
 from oslo_log import log as logging
 
 from nova.scheduler import filters
+from nova.scheduler import utils as scheduler_utils
 
 from nova_adaptive_paging import capabilities
 from nova_adaptive_paging import policy
@@ -88,25 +89,36 @@ class AdaptivePagingFilter(filters.BaseHostFilter):
                                 for t in sorted(accepted)), why))
 
     def filter_all(self, filter_obj_list, spec_obj):
-        # A refusal is the request's, not a host's: said once, at INFO,
-        # where Nova says which filter removed every host.
-        refusal = self._refusal(spec_obj)[1]
+        # What the flavor asks is the request's, the same for every host:
+        # parsed once, and a refusal said once, at INFO, where Nova says
+        # which filter removed every host.  Aggregates are per host.  A
+        # rebuild passes every host, as BaseHostFilter does per host
+        # (RUN_ON_REBUILD): Nova runs no request filter for it either.
+        if not self.RUN_ON_REBUILD and scheduler_utils.request_is_rebuild(
+                spec_obj):
+            return list(filter_obj_list)
+        wanted, refusal = self._refusal(spec_obj)
         if refusal is not None:
             LOG.info('AdaptivePagingFilter refuses flavor %s for every '
                      'host: %s', spec_obj.flavor.name, refusal)
             return []
-        return super().filter_all(filter_obj_list, spec_obj)
+        return [host for host in filter_obj_list
+                if self._aggregates_allow(host, wanted.paging)]
 
     def host_passes(self, host_state, spec_obj):
         wanted, refusal = self._refusal(spec_obj)
         if refusal is not None:
             LOG.debug('%s fails: %s', host_state, refusal)
             return False
-        if wanted.paging is None:
+        return self._aggregates_allow(host_state, wanted.paging)
+
+    @staticmethod
+    def _aggregates_allow(host_state, paging):
+        if paging is None:
             return True
         for aggregate in host_state.aggregates:
             allowed = aggregate.metadata.get(vocabulary.AGGREGATE_KEY)
-            if allowed is not None and wanted.paging.value not in {
+            if allowed is not None and paging.value not in {
                     p.strip() for p in allowed.split(',')}:
                 LOG.debug('%s fails: aggregate %s allows %s=%s only',
                           host_state, aggregate.name, vocabulary.KEY_POLICY,
