@@ -180,31 +180,34 @@ def register(enabled=True):
     """Make Nova's request filters hold require_paging_trait once
     (``enabled``) or not at all; the :class:`Status` that results.
 
-    Never raises for Nova's internals: one that changed is a FAILED
-    status naming it, and the list is left without this filter.
-    Idempotent: a second call with the same ``enabled`` changes nothing.
+    Raises RegistrationError naming the Nova internal that changed, or
+    whatever else went wrong, leaving the list without this filter
+    (:func:`start` turns either into a FAILED status).  Idempotent: a
+    second call with the same ``enabled`` changes nothing.
     """
     from nova import objects
     from nova.scheduler import manager
     from nova.scheduler import request_filter
 
     filters = getattr(request_filter, 'ALL_REQUEST_FILTERS', None)
-    if isinstance(filters, list) and not enabled:
-        while require_paging_trait in filters:
-            filters.remove(require_paging_trait)
     if not enabled:
+        _withdraw(filters)
         return Status(DISABLED, '[adaptive_paging] request_filter is off')
-    objects.register_all()
     try:
+        objects.register_all()
         filters = _check(request_filter, manager, objects)
-    except RegistrationError as exc:
-        if isinstance(filters, list):
-            while require_paging_trait in filters:
-                filters.remove(require_paging_trait)
-        return Status(FAILED, str(exc))
+    except Exception:           # start() says what
+        _withdraw(filters)
+        raise
     if require_paging_trait not in filters:
         filters.append(require_paging_trait)
     return Status(REGISTERED)
+
+
+def _withdraw(filters):
+    """No entry of ours left in Nova's list (when it is one)."""
+    while isinstance(filters, list) and require_paging_trait in filters:
+        filters.remove(require_paging_trait)
 
 
 def start(conf=CONF):
@@ -212,7 +215,17 @@ def start(conf=CONF):
     register as ``conf`` says, log the outcome once per change (an error
     for a failed check), and export it.  Returns the Status."""
     global STATUS
-    status = register(conf.adaptive_paging.request_filter)
+    try:
+        status = register(conf.adaptive_paging.request_filter)
+    except RegistrationError as exc:
+        status = Status(FAILED, str(exc))
+    except Exception as exc:    # whatever it is, the scheduler starts
+        LOG.debug('registering require_paging_trait', exc_info=True)
+        status = Status(FAILED, 'AdaptivePagingFilter cannot add its '
+                        'request filter: %s: %s.  nova-scheduler runs on; '
+                        'flavors with %s but no '
+                        'trait:CUSTOM_PAGING_*=required are refused' % (
+                            type(exc).__name__, exc, vocabulary.KEY_POLICY))
     if status != STATUS:
         if status.state == FAILED:
             LOG.error('%s', status.reason)
@@ -247,14 +260,15 @@ def export(status, directory):
     ``directory`` (whole or not at all); nothing when it is unset or
     does not exist.  A write that fails is logged, never raised: the
     scheduler's start does not depend on it."""
-    if not directory or not os.path.isdir(directory):
-        return None
-    path = os.path.join(directory, TEXTFILE)
-    registry = prom_registry.CollectorRegistry(auto_describe=False)
-    registry.register(_StatusCollector(status))
     try:
+        if not directory or not os.path.isdir(directory):
+            return None
+        path = os.path.join(directory, TEXTFILE)
+        registry = prom_registry.CollectorRegistry(auto_describe=False)
+        registry.register(_StatusCollector(status))
         exposition.write_to_textfile(path, registry)
-    except OSError as exc:
-        LOG.warning('cannot write %s: %s', path, exc)
+    except Exception as exc:    # a bad value of the option, a full disk
+        LOG.warning('request filter state not exported to %s: %s',
+                    directory, exc)
         return None
     return path

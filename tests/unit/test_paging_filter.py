@@ -371,3 +371,19 @@ def test_every_scheduler_worker_has_the_request_filter(
         answered = {int(line) for line in f}
     assert codes == [0] * workers
     assert answered == set(pids)
+
+
+def test_anything_registration_raises_leaves_the_scheduler_running(
+        monkeypatch, caplog, tmp_path, nova_request_filters):
+    # Not one of the checks: something this release never foresaw.
+    def broken(*args):
+        raise AttributeError("module 'nova.objects' has no attribute 'X'")
+    paging_filter.AdaptivePagingFilter()
+    assert request_filter.require_paging_trait in nova_request_filters
+    monkeypatch.setattr(request_filter, '_check', broken)
+    with caplog.at_level(logging.ERROR):
+        paging_filter.AdaptivePagingFilter()
+    assert [r.levelname for r in caplog.records] == ['ERROR']
+    assert "AttributeError: module 'nova.objects'" in caplog.text
+    assert _exported(tmp_path)['failed'] == 1
+    assert request_filter.require_paging_trait not in nova_request_filters
