@@ -462,8 +462,10 @@ class TestMoves(base.PagingTestBase):
     def test_rebuild_keeps_the_host(self):
         # Since the guest booted, an aggregate withholds its policy from
         # its host.  A rebuild changes only the image (hw:paging is the
-        # flavor's), so the filter must not refuse it: RUN_ON_REBUILD.
-        server = self.boot(self.paging_flavor('adaptive'))
+        # flavor's), so the filter must not refuse it: RUN_ON_REBUILD;
+        # nor may it refuse a flavor with hw:paging alone, which Nova
+        # runs no request filter for on a rebuild.
+        server = self.boot(self.paging_flavor('adaptive', paired=False))
         self.assertEqual('patched1', self.host_of(server))
         agg = self.admin_api.post_aggregate(
             {'aggregate': {'name': 'no-adaptive'}})
