@@ -2,6 +2,8 @@
 ``agent_errors_total``, one name per source so an operator's alert can
 tell a libvirt outage from a bad flavor."""
 
+import collections
+
 LIBVIRT = 'libvirt'
 METADATA = 'metadata'
 POLICY = 'policy'
@@ -20,3 +22,44 @@ HOST = 'host'
 INTERNAL = 'internal'
 KINDS = (LIBVIRT, METADATA, POLICY, VM, APPLY, THRESHOLDS, PROFILE,
          PLACEMENT, NOVA_API, FAULTS, COUNTERS, GUEST, HOST, INTERNAL)
+
+
+class Health:
+    """The agent's errors by kind and the conditions it has logged: each
+    is logged once while it lasts, and its end once."""
+
+    def __init__(self, log):
+        self.log = log
+        self.errors = collections.Counter({k: 0 for k in KINDS})
+        self.said = {}              # key -> message logged while true
+
+    def fail(self, kind, key, message):
+        """Count one error of ``kind``; log ``message`` once while it
+        lasts."""
+        self.errors[kind] += 1
+        self.warn(key, message)
+
+    def warn(self, key, message):
+        """Log ``message`` once while it lasts (a state, not an event:
+        nothing is counted)."""
+        if self.said.get(key) != message:
+            self.said[key] = message
+            self.log.warning('%s', message)
+
+    def ok(self, key):
+        if self.said.pop(key, None) is not None:
+            self.log.info('%s: resolved', key)
+
+    def forget(self, domain):
+        """Drop what was said of a guest that has gone."""
+        for key in [k for k in self.said
+                    if isinstance(k, tuple) and k[1:2] == (domain,)]:
+            del self.said[key]
+
+    def guest_failed(self, domain, uuid, stage, exc):
+        """Anything a guest's handling raised: counted, logged once with
+        its instance's UUID; the pass goes on with the next guest."""
+        self.fail(GUEST, ('guest', domain), '%s (instance %s): %s failed: '
+                  '%s: %s; the other guests are not affected' % (
+                      domain, uuid, stage, type(exc).__name__, exc))
+        self.log.debug('%s of %s', stage, domain, exc_info=True)

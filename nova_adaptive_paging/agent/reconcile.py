@@ -7,6 +7,10 @@ its instance's UUID, and the pass goes on with the next guest.  A host
 interface that fails after start-up (its ABI file unreadable, say) is a
 counted, logged condition: the capabilities last read stay in force and
 no guest loses its series.
+
+Its inputs are narrow (:mod:`.host_state`): the host's state, the guest
+table, libvirt's domains, the agent's health, how policies are found,
+what the operator asks of the host and advisory mode's means.
 """
 
 import logging
@@ -31,93 +35,91 @@ PMU_ALL = spec.param_path(spec.PARAM_PMU_ALL)
 WALK_EVENTS = spec.param_path(spec.PARAM_WALK_EVENTS)
 
 
-def reconcile(agent):
-    """One pass over the host and every running guest; True when nothing
-    of the agent's own failed."""
-    with agent.lock:
-        try:
-            ok = _host(agent)
-        except Exception as exc:        # the host as a whole: loud, counted
-            ok = False
-            agent.fail(health.HOST, 'host', 'the host interface failed '
-                       '(%s: %s); the capabilities last read stay in force'
-                       % (type(exc).__name__, exc))
-            LOG.debug('host pass', exc_info=True)
-        else:
-            agent.ok('host')
-        try:
-            found = agent.domains.running()
-        except domainslib.LibvirtUnavailable as exc:
-            agent.fail(health.LIBVIRT, 'libvirt', str(exc))
-            return False
-        agent.ok('libvirt')
-        seen = set()
-        for dom in found:
-            seen.add(dom.name)
-            try:
-                _guest(agent, dom)
-            except Exception as exc:    # one guest's fault is its own
-                agent.guest_failed(dom.name, dom.uuid, 'reconcile', exc)
-            else:
-                agent.ok(('guest', dom.name))
-        for name in set(agent.guests) - seen:
-            LOG.info('%s: gone', name)
-            gone = agent.guests.pop(name)
-            if gone.counters is not None:
-                try:
-                    gone.counters.close()
-                except Exception:       # the daemon may be gone with it
-                    LOG.debug('closing counters of %s', name, exc_info=True)
-            agent.forget(name)
-        if ok:
-            agent.last_good_reconcile = (time.time(), time.monotonic())
-        return ok
-
-
-def _host(agent):
-    ok = True
-    if agent.thresholds.refresh():
-        for exc in agent.thresholds.errors:
-            agent.fail(health.PROFILE, ('profile', exc.source),
-                       exc.left_out(echo=False))
-    if agent.thresholds.missing:
-        agent.warn('profile-missing', agent.thresholds.missing)
+def reconcile(host, guests, domains, health_, policies, options, advice):
+    """One pass over ``host`` and every running guest, kept in
+    ``guests`` (domain name -> guest.Guest); the time of the pass
+    (Unix, monotonic) when nothing of the agent's own failed, else None.
+    """
+    try:
+        ok = _host(host, health_, options)
+    except Exception as exc:            # the host as a whole: loud, counted
+        ok = False
+        health_.fail(health.HOST, 'host', 'the host interface failed '
+                     '(%s: %s); the capabilities last read stay in force'
+                     % (type(exc).__name__, exc))
+        LOG.debug('host pass', exc_info=True)
     else:
-        agent.ok('profile-missing')
+        health_.ok('host')
+    try:
+        found = domains.running()
+    except domainslib.LibvirtUnavailable as exc:
+        health_.fail(health.LIBVIRT, 'libvirt', str(exc))
+        return None
+    health_.ok('libvirt')
+    seen = set()
+    for dom in found:
+        seen.add(dom.name)
+        try:
+            _guest(host, guests, health_, policies, advice, dom)
+        except Exception as exc:        # one guest's fault is its own
+            health_.guest_failed(dom.name, dom.uuid, 'reconcile', exc)
+        else:
+            health_.ok(('guest', dom.name))
+    for name in set(guests) - seen:
+        LOG.info('%s: gone', name)
+        gone = guests.pop(name)
+        if gone.counters is not None:
+            try:
+                gone.counters.close()
+            except Exception:           # the daemon may be gone with it
+                LOG.debug('closing counters of %s', name, exc_info=True)
+        health_.forget(name)
+    return (time.time(), time.monotonic()) if ok else None
+
+
+def _host(host, health_, options):
+    ok = True
+    thresholds = host.thresholds
+    if thresholds.refresh():
+        for exc in thresholds.errors:
+            health_.fail(health.PROFILE, ('profile', exc.source),
+                         exc.left_out(echo=False))
+    if thresholds.missing:
+        health_.warn('profile-missing', thresholds.missing)
+    else:
+        health_.ok('profile-missing')
     # strict: a file that reads garbage is a failed read (the host's
     # last capabilities stay), not a kernel without the patch.
-    agent.abi_version = probe.abi_version(agent.transport, strict=True)
-    if agent.abi_version and not agent.read_only:
+    host.abi_version = probe.abi_version(host.transport, strict=True)
+    if host.abi_version and not host.read_only:
         try:
-            agent.thresholds.push(agent.transport)
-            agent.ok('thresholds')
+            thresholds.push(host.transport)
+            health_.ok('thresholds')
         except OSError as exc:
             ok = False
-            agent.fail(health.THRESHOLDS, 'thresholds', '%s: writing the '
-                       'thresholds of %s failed: %s' % (
-                           thresholdslib.PARAM, agent.generation,
-                           exc.strerror or exc))
-    if agent.abi_version and not agent.read_only:
-        ok &= _count_all_guests(agent)
-        ok &= _walk_events(agent)
-    agent.caps = probe.detect(agent.transport, agent.generation,
-                              agent.thresholds.calibrated,
-                              agent.conf.adaptive_paging.pool,
-                              version=agent.abi_version)
-    traits = agent.caps.traits()
-    if (agent.publisher is not None and traits != agent.published
-            and not agent.read_only):
+            health_.fail(health.THRESHOLDS, 'thresholds', '%s: writing the '
+                         'thresholds of %s failed: %s' % (
+                             thresholdslib.PARAM, host.generation,
+                             exc.strerror or exc))
+        ok &= _count_all_guests(host, health_, options)
+        ok &= _walk_events(host, health_, options)
+    host.caps = probe.detect(host.transport, host.generation,
+                             thresholds.calibrated, options.pool,
+                             version=host.abi_version)
+    traits = host.caps.traits()
+    if (options.publisher is not None and traits != host.published
+            and not host.read_only):
         try:
-            agent.publisher(agent.caps)
-            agent.published = traits
-            agent.ok('placement')
+            options.publisher(host.caps)
+            host.published = traits
+            health_.ok('placement')
         except Exception as exc:     # any failure: retried next pass
-            agent.fail(health.PLACEMENT, 'placement', 'publishing traits '
-                       '%s: %s' % (', '.join(sorted(traits)), exc))
+            health_.fail(health.PLACEMENT, 'placement', 'publishing traits '
+                         '%s: %s' % (', '.join(sorted(traits)), exc))
     return ok
 
 
-def _bring_param(agent, rel, want, needed, parse, fmt, key, why):
+def _bring_param(host, health_, rel, want, needed, parse, fmt, key, why):
     """Bring the kvm parameter ``rel`` to ``want`` (``fmt`` writes it,
     ``parse`` reads it back); False if that failed.  A kernel without the
     parameter is no failure when ``want`` is not ``needed``: there is
@@ -125,122 +127,147 @@ def _bring_param(agent, rel, want, needed, parse, fmt, key, why):
     says in the log where ``want`` comes from."""
     text = fmt(want).strip()
     try:
-        if parse(agent.transport.read(rel)) != want:
-            agent.transport.write(rel, fmt(want))
+        if parse(host.transport.read(rel)) != want:
+            host.transport.write(rel, fmt(want))
             LOG.info('%s: %s written (%s)', rel, text, why)
     except (OSError, spec.AbiFormatError) as exc:
         if not needed and isinstance(exc, FileNotFoundError):
             return True         # no such parameter: nothing to turn on
-        agent.fail(health.COUNTERS, key, '%s: cannot make it %s (%s): %s' % (
-            rel, text, why, getattr(exc, 'strerror', None) or exc))
+        health_.fail(health.COUNTERS, key, '%s: cannot make it %s (%s): %s'
+                     % (rel, text, why,
+                        getattr(exc, 'strerror', None) or exc))
         return False
-    agent.ok(key)
+    health_.ok(key)
     return True
 
 
-def _count_all_guests(agent):
+def _count_all_guests(host, health_, options):
     """kvm's dsp_pmu_all from [adaptive_paging] count_all_guests."""
-    want = agent.conf.adaptive_paging.count_all_guests
-    return _bring_param(agent, PMU_ALL, want, want, spec.parse_bool,
-                        spec.format_bool, 'count_all_guests',
-                        'count_all_guests')
+    want = options.count_all_guests
+    return _bring_param(host, health_, PMU_ALL, want, want,
+                        spec.parse_bool, spec.format_bool,
+                        'count_all_guests', 'count_all_guests')
 
 
-def _walk_events(agent):
+def _walk_events(host, health_, options):
     """kvm's dsp_walk_events: this generation's walk-cycle events (none
     where it has none, or count_walk_cycles is off)."""
-    events = pmu_events.walk_events(agent.generation)
+    events = pmu_events.walk_events(host.generation)
     want = events.configs()
-    if not agent.conf.adaptive_paging.count_walk_cycles:
+    if not options.count_walk_cycles:
         want = dict.fromkeys(want, 0)
-    return _bring_param(agent, WALK_EVENTS, want, any(want.values()),
-                        spec.parse_walk_events, spec.format_walk_events,
-                        'walk_events', events.describe())
+    return _bring_param(host, health_, WALK_EVENTS, want,
+                        any(want.values()), spec.parse_walk_events,
+                        spec.format_walk_events, 'walk_events',
+                        events.describe())
 
 
-def _guest(agent, dom):
-    old = agent.guests.get(dom.name)
+# -- one guest: its policy, then advice or the writes ---------------------
+def _guest(host, guests, health_, policies, advice, dom):
+    old = guests.get(dom.name)
+    g = _decide(guests, health_, policies, dom, old)
+    caps = host.caps
+    if g is None or caps is None:
+        return                          # unreadable, or the host never read
+    _say_if_not_honoured(health_, g, caps)
+    if caps.kvm and not caps.switching:
+        _advise(host, advice, g, old, caps)
+        return                          # advisory: nothing to write
+    if g.decision.policy is None or not caps.switching:
+        g.vm = g.target = None
+        return                          # nothing to apply (yet)
+    _apply(host, health_, g)
+
+
+def _decide(guests, health_, policies, dom, old):
+    """The guest's entry in ``guests`` with its policy decided (None
+    when its metadata cannot be read: it keeps its last entry)."""
     try:
         instance = guestlib.read_instance(dom.name, dom.uuid, dom.xml)
     except ET.ParseError as exc:
-        agent.fail(health.METADATA, ('metadata', dom.name),
-                   '%s: domain XML not readable: %s' % (dom.name, exc))
-        return
-    decision = guestlib.decide(instance, agent.default, agent.lookup)
+        health_.fail(health.METADATA, ('metadata', dom.name),
+                     '%s: domain XML not readable: %s' % (dom.name, exc))
+        return None
+    decision = guestlib.decide(instance, policies.default, policies.lookup)
     g = guestlib.Guest(dom.name, instance, decision,
                        stats=old.stats if old else None,
                        samples_seen=old.samples_seen if old else 0)
     if old is not None:
         g.vm, g.target = old.vm, old.target   # until this pass says else
-    agent.guests[dom.name] = g
+    guests[dom.name] = g
     if decision.policy is None:
         # The Nova API is down: one message for every guest waiting.
         g.problem = decision.problem
-        agent.fail(health.NOVA_API, 'nova-api', decision.problem)
+        health_.fail(health.NOVA_API, 'nova-api', decision.problem)
     elif decision.problem:
         g.problem = decision.problem
-        agent.fail(health.POLICY, ('policy', dom.name), decision.problem)
+        health_.fail(health.POLICY, ('policy', dom.name), decision.problem)
     else:
-        agent.ok(('policy', dom.name))
+        health_.ok(('policy', dom.name))
     if decision.source == guestlib.FROM_NOVA_API and decision.policy:
-        agent.ok('nova-api')
-    caps = agent.caps
-    if caps is None:
-        return                          # the host was never read
-    if guestlib.honoured_here(decision, caps) is False:
+        health_.ok('nova-api')
+    return g
+
+
+def _say_if_not_honoured(health_, g, caps):
+    if guestlib.honoured_here(g.decision, caps) is False:
         # Past the scheduler (a forced move): said, exported
         # (guest_policy_not_honoured), and the guest gets what this
-        # host gives, as below.
-        agent.warn(('not-honoured', dom.name), '%s (instance %s): its '
-                   'flavor asks %s=%s, which this host cannot give (it '
-                   'lacks %s): it came past the scheduler (a forced live '
-                   'migration or evacuation?)' % (
-                       dom.name, instance.uuid, vocabulary.KEY_POLICY,
-                       decision.policy.paging, ' and '.join(sorted(
-                           capabilities.accepted_traits(
-                               decision.policy.paging)))))
+        # host gives.
+        health_.warn(('not-honoured', g.domain), '%s (instance %s): its '
+                     'flavor asks %s=%s, which this host cannot give (it '
+                     'lacks %s): it came past the scheduler (a forced live '
+                     'migration or evacuation?)' % (
+                         g.domain, g.instance.uuid, vocabulary.KEY_POLICY,
+                         g.decision.policy.paging, ' and '.join(sorted(
+                             capabilities.accepted_traits(
+                                 g.decision.policy.paging)))))
     else:
-        agent.ok(('not-honoured', dom.name))
-    if caps.kvm and not caps.switching:
-        g.vm = g.target = None
-        if (old is not None and old.advisor is not None
-                and old.advisor.host_mode == caps.host_mode):
-            g.advisor, g.counters = old.advisor, old.counters
-            g.counters_ok = old.counters_ok
-        else:
-            g.advisor = advisory.Advisor(agent.thresholds.profile,
-                                         agent.hw, agent.monotonic,
-                                         caps.host_mode)
-        return                          # advisory: nothing to write
-    if decision.policy is None or not caps.switching:
-        g.vm = g.target = None
-        return                          # nothing to apply (yet)
+        health_.ok(('not-honoured', g.domain))
+
+
+def _advise(host, advice, g, old, caps):
+    """Advisory mode: the guest's advisor, kept while the host's mode
+    is."""
+    g.vm = g.target = None
+    if (old is not None and old.advisor is not None
+            and old.advisor.host_mode == caps.host_mode):
+        g.advisor, g.counters = old.advisor, old.counters
+        g.counters_ok = old.counters_ok
+    else:
+        g.advisor = advisory.Advisor(host.thresholds.profile, advice.hw,
+                                     advice.clock, caps.host_mode)
+
+
+def _apply(host, health_, g):
+    """Bring the guest's VM to its policy (or, read-only, say what that
+    would write)."""
+    name, uuid = g.domain, g.instance.uuid
     try:
-        g.vm = vmfiles.vm_for_domain(agent.root, agent.transport, dom.name)
+        g.vm = vmfiles.vm_for_domain(host.root, host.transport, name)
     except (vmfiles.Refused, OSError) as exc:
         g.vm = g.target = None
         g.problem = str(exc)
-        agent.fail(health.VM, ('vm', dom.name), '%s: %s' % (dom.name, exc))
+        health_.fail(health.VM, ('vm', name), '%s: %s' % (name, exc))
         return
-    agent.ok(('vm', dom.name))
-    g.target = writer.target(decision.policy, agent.thresholds.profiles,
-                             agent.thresholds.profile)
+    health_.ok(('vm', name))
+    g.target = writer.target(g.decision.policy, host.thresholds.profiles,
+                             host.thresholds.profile)
     if g.target.problem:
-        agent.fail(health.POLICY, ('profile', dom.name), 'instance %s: %s'
-                   % (instance.uuid, g.target.problem))
-    vm = vmfiles.Vm(agent.transport, g.vm)
+        health_.fail(health.POLICY, ('profile', name), 'instance %s: %s'
+                     % (uuid, g.target.problem))
+    vm = vmfiles.Vm(host.transport, g.vm)
     try:
-        if agent.read_only:
+        if host.read_only:
             g.pending = ['%s=%s' % w for w in writer.plan(vm, g.target)]
             return
         done = writer.apply(vm, g.target)
     except vmfiles.Refused as exc:
         g.problem = str(exc)
-        agent.fail(health.APPLY, ('apply', dom.name),
-                   '%s (instance %s): %s' % (dom.name, instance.uuid, exc))
+        health_.fail(health.APPLY, ('apply', name),
+                     '%s (instance %s): %s' % (name, uuid, exc))
         return
-    agent.ok(('apply', dom.name))
+    health_.ok(('apply', name))
     if done:
-        LOG.info('%s (instance %s, policy %s from %s): %s', dom.name,
-                 instance.uuid, g.target.policy, decision.source,
-                 ', '.join(done))
+        LOG.info('%s (instance %s, policy %s from %s): %s', name, uuid,
+                 g.target.policy, g.decision.source, ', '.join(done))

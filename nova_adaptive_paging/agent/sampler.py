@@ -5,6 +5,10 @@ On a patched host, each VM's ``paging_stats`` (the histograms of sampled
 FTLB and FPF, by the mode the sample ran in) and, for an adaptive guest,
 its own page-fault count fed to the kernel.  On a host without the patch,
 each guest's advisory sample (:mod:`.advisory`).
+
+Its inputs are narrow: the host's interface (:mod:`.host_state`), the
+guest table, libvirt's domains (balloon statistics), the agent's
+health, the sums the samples go to and advisory mode's means.
 """
 
 import bisect
@@ -49,6 +53,16 @@ class EventCounts:
             counts[event] += stats[key] * samples
 
 
+class Sums:
+    """What the guests' samples add up to on this host: the FTLB and
+    FPF histograms and the events, by the mode each sample ran in."""
+
+    def __init__(self):
+        self.ftlb = Histogram(metrics.FTLB_BUCKETS)
+        self.fpf = Histogram(metrics.FPF_BUCKETS)
+        self.events = EventCounts()
+
+
 # paging_stats keys of the last sample's counts, in metrics.EVENTS order.
 SAMPLE_KEYS = ('last_instructions', 'last_tlb_misses', 'last_page_faults')
 
@@ -68,27 +82,26 @@ def has_data(stats):
         else stats['last_page_faults']).valid
 
 
-def sample(agent):
-    """Read every managed VM's paging_stats once; feed the
-    histograms with the samples taken since the last read, and an
-    adaptive guest's own page-fault count to the kernel."""
-    with agent.lock:
-        for g in list(agent.guests.values()):
-            try:
-                _sample(agent, g)
-            except Exception as exc:    # one guest's fault is its own
-                agent.guest_failed(g.domain, g.instance.uuid, 'sample', exc)
+def sample(host, guests, domains, health_, sums, advice):
+    """Read every managed VM's paging_stats once; feed ``sums`` with
+    the samples taken since the last read, and an adaptive guest's own
+    page-fault count to the kernel."""
+    for g in list(guests.values()):
+        try:
+            _sample(host, domains, health_, sums, advice, g)
+        except Exception as exc:        # one guest's fault is its own
+            health_.guest_failed(g.domain, g.instance.uuid, 'sample', exc)
 
 
-def _sample(agent, g):
+def _sample(host, domains, health_, sums, advice, g):
     if g.advisor is not None:
-        _advise(agent, g)
+        _advise(host, domains, health_, advice, g)
     if g.vm is None:
         return
-    vm = vmfiles.Vm(agent.transport, g.vm)
-    if g.target is not None and not agent.read_only and \
+    vm = vmfiles.Vm(host.transport, g.vm)
+    if g.target is not None and not host.read_only and \
             g.target.policy == vocabulary.ADAPTIVE:
-        _feed_faults(agent, g, vm)
+        _feed_faults(domains, health_, advice, g, vm)
     try:
         stats = vm.stats()
     except vmfiles.Refused:
@@ -97,60 +110,61 @@ def _sample(agent, g):
         # The last sample ran in the mode of the last read.
         mode = g.stats['mode']
         if has_data(stats):
-            agent.ftlb.observe(mode, stats['last_ftlb'] / 1000)
-            agent.fpf.observe(mode, stats['last_fpf'] / 1000)
-        agent.events.add(mode, stats, stats['samples'] - g.samples_seen)
+            sums.ftlb.observe(mode, stats['last_ftlb'] / 1000)
+            sums.fpf.observe(mode, stats['last_fpf'] / 1000)
+        sums.events.add(mode, stats, stats['samples'] - g.samples_seen)
     g.stats, g.samples_seen = stats, stats['samples']
 
 
-def _advise(agent, g):
+def _advise(host, domains, health_, advice, g):
     """One advisory sample of a guest on a host that cannot switch."""
     if g.counters is None:
         try:
-            g.counters = agent.counters(
-                vmfiles.domain_pid(agent.root, g.domain))
+            g.counters = advice.counters(
+                vmfiles.domain_pid(host.root, g.domain))
         except (perf.Unavailable, vmfiles.Refused, OSError) as exc:
             g.counters_ok = False
             reason = getattr(exc, 'reason', None) or getattr(
                 exc, 'strerror', None) or str(exc)
-            agent.fail(health.COUNTERS, 'counters', 'advisory mode has '
-                       'no guest-only counters (%s); it cannot say what '
-                       'adaptive paging would do here' % reason)
+            health_.fail(health.COUNTERS, 'counters', 'advisory mode has '
+                         'no guest-only counters (%s); it cannot say what '
+                         'adaptive paging would do here' % reason)
             return
     try:
         insns, tlb = g.counters.read()
-        faults = agent.domains.guest_faults(g.domain)
+        faults = domains.guest_faults(g.domain)
     except (OSError, domainslib.LibvirtUnavailable) as exc:
         g.counters_ok = False
-        agent.fail(health.COUNTERS, ('counters', g.domain),
-                   '%s: reading its counters: %s' % (g.domain, exc))
+        health_.fail(health.COUNTERS, ('counters', g.domain),
+                     '%s: reading its counters: %s' % (g.domain, exc))
         return
     g.counters_ok = True
     g.fault_stats = faults is not None
     g.advisor.step(insns, tlb, faults)
 
 
-def _feed_faults(agent, g, vm):
+def _feed_faults(domains, health_, advice, g, vm):
     """The kernel counts a guest's faults itself only in shadow mode;
     a guest's balloon statistics count them in both."""
     try:
-        faults = agent.domains.guest_faults(g.domain)
+        faults = domains.guest_faults(g.domain)
     except domainslib.LibvirtUnavailable:
         faults = None
     g.fault_stats = faults is not None
     if faults is None:
-        agent.fail(health.FAULTS, ('faults', g.domain),
-                   '%s (instance %s): no page-fault count in its balloon '
-                   'statistics (no virtio-balloon, or '
-                   'mem_stats_period_seconds = 0); in hap mode its samples '
-                   'have no fault rate' % (g.domain, g.instance.uuid))
+        health_.fail(health.FAULTS, ('faults', g.domain),
+                     '%s (instance %s): no page-fault count in its balloon '
+                     'statistics (no virtio-balloon, or '
+                     'mem_stats_period_seconds = 0); in hap mode its '
+                     'samples have no fault rate' % (g.domain,
+                                                     g.instance.uuid))
         return
-    agent.ok(('faults', g.domain))
+    health_.ok(('faults', g.domain))
     if g.fault_feed is None:
         g.fault_feed = faultslib.FaultFeed(g.instance.vcpus)
-    fed = g.fault_feed.update(faults, agent.monotonic())
+    fed = g.fault_feed.update(faults, advice.clock())
     try:
         vm.write(spec.FILE_GUEST_FAULTS, str(fed),
                  'the guest\'s cumulative page-fault count, bounded')
     except vmfiles.Refused as exc:
-        agent.fail(health.APPLY, ('faults-write', g.domain), str(exc))
+        health_.fail(health.APPLY, ('faults-write', g.domain), str(exc))

@@ -11,7 +11,6 @@ does can stop the loop: each failure is counted by kind, logged once
 while it lasts, and the guest or file keeps its last good state.
 """
 
-import collections
 import logging
 import threading
 import time
@@ -20,6 +19,7 @@ from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.agent import clients
 from nova_adaptive_paging.agent import domains as domainslib
 from nova_adaptive_paging.agent import health
+from nova_adaptive_paging.agent import host_state
 from nova_adaptive_paging.agent import reconcile as reconcilelib
 from nova_adaptive_paging.agent import sampler
 from nova_adaptive_paging.agent import thresholds as thresholdslib
@@ -30,44 +30,56 @@ from nova_adaptive_paging import exception
 from nova_adaptive_paging.host import probe
 from nova_adaptive_paging.host import transport as host_transport
 from nova_adaptive_paging.telemetry import collector
-from nova_adaptive_paging.telemetry import metrics
 
 LOG = logging.getLogger(__name__)
 # How soon the loop sees a signal's flag (see Agent._stop).
 SIGNAL_POLL_S = 0.25
 
 
+def _proxy(part, name, doc):
+    """An attribute of the agent that is ``name`` of its ``part`` (the
+    narrow pieces a pass takes: :mod:`.host_state`, health, sums)."""
+    return property(lambda self: getattr(getattr(self, part), name),
+                    lambda self, value: setattr(getattr(self, part), name,
+                                                value), doc=doc)
+
+
 class Agent:
+    """The loop around the passes, and what they share: the host's
+    state, the guest table, libvirt's domains, the agent's health and
+    the samples' sums, each handed to a pass on its own."""
+
     def __init__(self, conf, generation, transport=None, domains=None,
                  lookup=None, publisher=None, read_only=False,
                  counters=None, clock=time.monotonic):
         ap = conf.adaptive_paging
         self.conf = conf
-        self.root = ap.host_root
-        self.transport = transport or host_transport.for_root(
-            self.root, conf, privsep=True)
+        root = ap.host_root
+        self.host = host_state.HostState(
+            root, transport or host_transport.for_root(root, conf,
+                                                       privsep=True),
+            generation, thresholdslib.HostThresholds(ap.profile_dirs,
+                                                     generation),
+            # read_only: look and report what would be written, write
+            # nothing (``nova-paging host status``).
+            read_only=read_only)
         self.default = ap.default_policy
-        self.generation = generation
-        self.thresholds = thresholdslib.HostThresholds(ap.profile_dirs,
-                                                       generation)
         self.domains = domains or domainslib.Domains(
             ap.libvirt_uri, self.wake, conf.agent.libvirt_max_backoff,
             timeout=conf.agent.libvirt_timeout,
             keepalive_s=conf.agent.libvirt_keepalive_interval)
         self.lookup = lookup
         self.publisher = publisher
-        # read_only: look and report what would be written, write nothing
-        # (``nova-paging host status``).
-        self.read_only = read_only
         # Advisory mode: the cost model of this generation (MODELED) and
         # how a guest's counters are opened (from its QEMU pid).
         self.hw = costhw.for_generation(generation)
-        self.counters = counters or host_transport.counters_for(self.root)
+        self.counters = counters or host_transport.counters_for(root)
         # Seconds, for the bound on guest-reported faults (a simulated
         # host's agent runs on the host's modeled time).
         self.monotonic = clock
         self.guests = {}                # domain name -> guest.Guest
-        self.errors = collections.Counter({k: 0 for k in health.KINDS})
+        self.health = health.Health(LOG)
+        self.sums = sampler.Sums()
         # (Unix time, monotonic time): the first for people, the second
         # for the age health is judged by.
         self.last_good_reconcile = None
@@ -75,14 +87,8 @@ class Agent:
         self.snapshot = None
         # What the loop is doing, for the line of a stop that times out.
         self.doing = 'starting'
-        self.abi_version = 0
-        self.caps = None
-        self.published = None          # traits last published
-        self.ftlb = sampler.Histogram(metrics.FTLB_BUCKETS)
-        self.fpf = sampler.Histogram(metrics.FPF_BUCKETS)
-        self.events = sampler.EventCounts()
         # Converts the kernel's page-walk cycles into seconds.
-        self.cpu_hz = cpu.clock_hz(self.root)
+        self.cpu_hz = cpu.clock_hz(root)
         self.lock = threading.RLock()
         self._wake = threading.Event()
         # Set by signal handlers, which must take no lock: one that
@@ -92,39 +98,33 @@ class Agent:
         self._reload = False
         # Whether the loop runs (a SIGTERM before it ends the start-up).
         self.running = False
-        self._said = {}                 # key -> message logged while true
+
+    root = _proxy('host', 'root', 'The host\'s root directory.')
+    transport = _proxy('host', 'transport', 'The host interface.')
+    generation = _proxy('host', 'generation', 'The CPU generation.')
+    thresholds = _proxy('host', 'thresholds', 'The host\'s profiles.')
+    read_only = _proxy('host', 'read_only', 'Whether it writes nothing.')
+    abi_version = _proxy('host', 'abi_version', 'The interface version.')
+    caps = _proxy('host', 'caps', 'The capabilities last read.')
+    published = _proxy('host', 'published', 'The traits last published.')
+    errors = _proxy('health', 'errors', 'Errors by kind.')
+    _said = _proxy('health', 'said', 'What is logged while it lasts.')
+    ftlb = _proxy('sums', 'ftlb', 'The sampled FTLB histogram.')
+    fpf = _proxy('sums', 'fpf', 'The sampled FPF histogram.')
+    events = _proxy('sums', 'events', 'The sampled events.')
 
     # -- logging a condition once while it lasts -------------------------
     def fail(self, kind, key, message):
-        """Count one error of ``kind``; log ``message`` once while it
-        lasts."""
-        self.errors[kind] += 1
-        self.warn(key, message)
+        self.health.fail(kind, key, message)
 
     def warn(self, key, message):
-        """Log ``message`` once while it lasts (a state, not an event:
-        nothing is counted)."""
-        if self._said.get(key) != message:
-            self._said[key] = message
-            LOG.warning('%s', message)
+        self.health.warn(key, message)
 
     def ok(self, key):
-        if self._said.pop(key, None) is not None:
-            LOG.info('%s: resolved', key)
-
-    def forget(self, domain):
-        """Drop what was said of a guest that has gone."""
-        for key in [k for k in self._said
-                    if isinstance(k, tuple) and k[1:2] == (domain,)]:
-            del self._said[key]
+        self.health.ok(key)
 
     def guest_failed(self, domain, uuid, stage, exc):
-        """Anything a guest's handling raised: counted, logged once with
-        its instance's UUID; the pass goes on with the next guest."""
-        self.fail(health.GUEST, ('guest', domain), '%s (instance %s): %s '
-                  'failed: %s: %s; the other guests are not affected' % (
-                      domain, uuid, stage, type(exc).__name__, exc))
-        LOG.debug('%s of %s', stage, domain, exc_info=True)
+        self.health.guest_failed(domain, uuid, stage, exc)
 
     # -- start-up ----------------------------------------------------------
     def preflight(self):
@@ -235,16 +235,29 @@ class Agent:
         """One pass over the host and every running guest
         (:mod:`.reconcile`); True when nothing of the agent's own
         failed.  Then a snapshot for /metrics."""
-        ok = reconcilelib.reconcile(self)
+        with self.lock:
+            done = reconcilelib.reconcile(
+                self.host, self.guests, self.domains, self.health,
+                host_state.Policies(self.default, self.lookup),
+                host_state.HostOptions.from_conf(
+                    self.conf.adaptive_paging, self.publisher),
+                self._advice())
+            if done is not None:
+                self.last_good_reconcile = done
         self.publish()
-        return ok
+        return done is not None
 
     # -- sample ------------------------------------------------------------
     def sample(self):
         """One read of every managed guest (:mod:`.sampler`), then a
         snapshot for /metrics."""
-        sampler.sample(self)
+        with self.lock:
+            sampler.sample(self.host, self.guests, self.domains,
+                           self.health, self.sums, self._advice())
         self.publish()
+
+    def _advice(self):
+        return host_state.Advice(self.hw, self.monotonic, self.counters)
 
     def publish(self):
         """What /metrics serves from now on (a scrape never waits for a

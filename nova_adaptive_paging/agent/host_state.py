@@ -1,0 +1,57 @@
+"""What a pass works on, each in its own narrow piece: the host's state
+and interface, how a guest's policy is found, what the operator asks of
+the host, advisory mode's means.  :mod:`.reconcile` and :mod:`.sampler`
+take these (and the guest table, libvirt's domains and the agent's
+health), not the agent: what a fault can reach is in their signatures.
+"""
+
+import dataclasses
+
+
+@dataclasses.dataclass(eq=False)
+class HostState:
+    """The host's interface and what the last pass read of it."""
+
+    root: str
+    transport: object               # host.files, privileged, the model
+    generation: str
+    thresholds: object              # thresholds.HostThresholds
+    read_only: bool = False         # look, write nothing (host status)
+    abi_version: int = 0
+    caps: object = None             # capabilities.Capabilities, last read
+    published: frozenset = None     # traits last published
+
+
+@dataclasses.dataclass(frozen=True)
+class Policies:
+    """How a guest's policy is found: ``default_policy`` and the Nova API
+    lookup for metadata without extra specs (None: the default)."""
+
+    default: str
+    lookup: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class HostOptions:
+    """What the operator asks of the host, as configured now."""
+
+    count_all_guests: bool = False
+    count_walk_cycles: bool = True
+    pool: bool = False
+    publisher: object = None        # publishes traits, or None
+
+    @classmethod
+    def from_conf(cls, ap, publisher=None):
+        """From ``[adaptive_paging]`` (mutable: read at every pass)."""
+        return cls(ap.count_all_guests, ap.count_walk_cycles, ap.pool,
+                   publisher)
+
+
+@dataclasses.dataclass(frozen=True)
+class Advice:
+    """Advisory mode's means: the generation's cost model (MODELED), the
+    clock of the guests' intervals and how their counters are opened."""
+
+    hw: object
+    clock: object
+    counters: object
