@@ -10,7 +10,6 @@ import os
 import signal
 import socket
 import ssl
-import subprocess
 import sys
 import threading
 import time
@@ -26,6 +25,7 @@ from nova_adaptive_paging.agent import web
 from nova_adaptive_paging.host import privileged
 from nova_adaptive_paging.telemetry import collector
 from nova_adaptive_paging.telemetry import metrics
+from tests.unit.agent_support import self_signed
 from tests.unit.conftest import needs_fuse
 from tests.unit.conftest import wait_for
 
@@ -53,16 +53,6 @@ def _errors(fams):
 
 
 # -- /metrics: connection_timeout for the whole request ---------------------
-def _self_signed(tmp_path):
-    key, crt = tmp_path / 'agent.key', tmp_path / 'agent.crt'
-    subprocess.run(['openssl', 'req', '-x509', '-newkey', 'rsa:2048',
-                    '-nodes', '-days', '2', '-subj', '/CN=localhost',
-                    '-addext', 'subjectAltName=IP:127.0.0.1',
-                    '-keyout', str(key), '-out', str(crt)],
-                   check=True, capture_output=True)
-    return key, crt
-
-
 @pytest.mark.parametrize('tls', [False, True], ids=['http', 'https'])
 def test_clients_that_trickle_their_request_are_closed_in_time(
         sim, start_guest, agent_process, tmp_path, tls):
@@ -76,7 +66,7 @@ def test_clients_that_trickle_their_request_are_closed_in_time(
                                  ('agent', 'max_connections'): 8})
     ctx = None
     if tls:
-        key, crt = _self_signed(tmp_path)
+        key, crt = self_signed(tmp_path)
         config = tmp_path / 'web.yml'
         config.write_text('tls_server_config:\n  cert_file: %s\n'
                           '  key_file: %s\n' % (crt, key))

@@ -2,7 +2,7 @@
 simulated host, asserting the documented behaviour, that no guest ends
 in a mode nobody asked for and that the other guests' series stay
 (doc/source/agent.rst, "Faults").  Runs in a process of its own, as
-test_agent.py does (real threads)."""
+the other agent tests do (real threads)."""
 
 import errno
 import os
@@ -26,6 +26,8 @@ from nova_adaptive_paging import profiles
 from nova_adaptive_paging.telemetry import collector
 from nova_adaptive_paging.telemetry import metrics
 from nova_adaptive_paging import vocabulary
+from tests.unit.agent_support import self_signed
+from tests.unit.conftest import needs_fuse
 
 ABI = spec.param_path(spec.PARAM_ABI)
 
@@ -278,17 +280,6 @@ def test_start_up_warns_of_what_would_be_ignored(tmp_path, sim, make_agent):
 
 
 # -- /metrics under load: idle connections, concurrent scrapes, TLS ---------
-def _self_signed(tmp_path):
-    import subprocess
-    key, crt = tmp_path / 'agent.key', tmp_path / 'agent.crt'
-    subprocess.run(['openssl', 'req', '-x509', '-newkey', 'rsa:2048',
-                    '-nodes', '-days', '2', '-subj', '/CN=localhost',
-                    '-addext', 'subjectAltName=IP:127.0.0.1',
-                    '-keyout', str(key), '-out', str(crt)],
-                   check=True, capture_output=True)
-    return key, crt
-
-
 @pytest.mark.parametrize('tls', [False, True], ids=['http', 'https'])
 def test_idle_connections_neither_block_scrapes_nor_pile_up_threads(
         sim, start_guest, make_agent, tmp_path, tls):
@@ -299,7 +290,7 @@ def test_idle_connections_neither_block_scrapes_nor_pile_up_threads(
     registry.register(collector.Collector(agent))
     config, ctx = None, None
     if tls:
-        key, crt = _self_signed(tmp_path)
+        key, crt = self_signed(tmp_path)
         config = tmp_path / 'web.yml'
         config.write_text('tls_server_config:\n  cert_file: %s\n'
                           '  key_file: %s\n' % (crt, key))
@@ -369,16 +360,7 @@ def test_basic_auth_without_tls_is_refused_unless_allowed(tmp_path):
 
 
 # -- signals, against the command on a simulated host served over FUSE -------
-def _fuse_usable():
-    import shutil
-    return (os.path.exists('/dev/fuse') and os.geteuid() == 0
-            and (shutil.which('fusermount3') or shutil.which('fusermount')))
-
-
-@pytest.mark.skipif(
-    not _fuse_usable() and not os.environ.get('NAP_REQUIRE_FUSE'),
-    reason='needs /dev/fuse, root and fusermount (set NAP_REQUIRE_FUSE=1 '
-           'to make this a failure)')
+@needs_fuse
 def test_the_signal_handlers_take_no_lock(sim, start_guest, make_agent):
     """A signal runs its handler in the main thread between two bytecodes,
     also while the loop holds its wake-up Event's own (non-reentrant)
