@@ -165,8 +165,12 @@ def _during_pass(root, vms):
     agent.reconcile()                   # running, with one guest
     agent.sample()
     registry = prometheus_client.CollectorRegistry()
-    registry.register(collector.Collector(agent))
-    server, _ = web.serve(registry, '127.0.0.1', 0, timeout=60.0)
+    metrics = collector.Collector(agent)
+    registry.register(metrics)
+    # As nova-paging-agent serves it (render: where this version has it).
+    render = getattr(metrics, 'render', None)
+    server, _ = web.serve(registry, '127.0.0.1', 0, timeout=60.0,
+                          **({'render': render} if render else {}))
     url = 'http://127.0.0.1:%d/metrics' % server.server_port
     for i in range(1, vms):
         start(i)

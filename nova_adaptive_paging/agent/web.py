@@ -309,12 +309,34 @@ def _server_class(address, port):
     return type('_Server', (_Server,), {'address_family': family})
 
 
+def _rendered(app, render):
+    """``app``, but a plain scrape (a GET of the text format, no
+    ``name[]`` filter) is answered with ``render()``'s bytes: the
+    agent's snapshot, rendered by its loop."""
+    def rendered(environ, start_response):
+        if (environ['REQUEST_METHOD'] == 'GET'
+                and not environ.get('QUERY_STRING')
+                and environ.get('PATH_INFO') != '/favicon.ico'
+                and 'openmetrics' not in environ.get('HTTP_ACCEPT', '')):
+            body = render()
+            start_response('200 OK', [
+                ('Content-Type', exposition.CONTENT_TYPE_LATEST),
+                ('Content-Length', str(len(body)))])
+            return [body]
+        return app(environ, start_response)
+    return rendered
+
+
 def serve(registry, address, port, web_config=None, timeout=10.0,
-          max_connections=32, basic_auth_without_tls=False):
-    """Serve ``registry`` in a daemon thread; return (server, thread)."""
+          max_connections=32, basic_auth_without_tls=False, render=None):
+    """Serve ``registry`` in a daemon thread; return (server, thread).
+    ``render``: what a plain scrape gets (bytes of the text format),
+    already rendered; other requests are the registry's."""
     ctx, users = (load(web_config, basic_auth_without_tls) if web_config
                   else (None, {}))
     app = exposition.make_wsgi_app(registry)
+    if render is not None:
+        app = _rendered(app, render)
     if users:
         app = _BasicAuth(app, users)
     httpd = simple_server.make_server(

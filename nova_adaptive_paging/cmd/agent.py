@@ -145,7 +145,8 @@ def _main(signals, argv):
         agent.domains.close()
         return 0
     registry = prometheus_client.CollectorRegistry()
-    registry.register(collector.Collector(agent))
+    metrics = collector.Collector(agent)
+    registry.register(metrics)
     if CONF.agent.listen_port:
         try:
             web.serve(registry, CONF.agent.listen_address,
@@ -153,7 +154,8 @@ def _main(signals, argv):
                       timeout=CONF.agent.connection_timeout,
                       max_connections=CONF.agent.max_connections,
                       basic_auth_without_tls=(
-                          CONF.agent.basic_auth_without_tls))
+                          CONF.agent.basic_auth_without_tls),
+                      render=metrics.render)
         except web.WebConfigError as exc:
             _fail(str(exc))
         except OSError as exc:

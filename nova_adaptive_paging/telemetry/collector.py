@@ -20,6 +20,7 @@ import datetime
 import logging
 import time
 
+from prometheus_client import exposition
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.core import HistogramMetricFamily
@@ -82,13 +83,25 @@ PARTS = ('guests', 'host', 'agent')
 
 
 class Snapshot:
-    """The families of one build, each part's (name, success, seconds)
-    and when it was taken (monotonic seconds)."""
+    """The families of one build, each part's (name, success, seconds),
+    when it was taken (monotonic seconds) and the families rendered in
+    Prometheus' text format (by the loop: a scrape only sends them)."""
 
-    __slots__ = ('families', 'results', 'taken')
+    __slots__ = ('families', 'results', 'taken', 'text')
 
     def __init__(self, families, results, taken):
         self.families, self.results, self.taken = families, results, taken
+        self.text = exposition.generate_latest(_Families(families))
+
+
+class _Families:
+    """Families as prometheus_client renders a registry's."""
+
+    def __init__(self, families):
+        self.families = families
+
+    def collect(self):
+        return self.families
 
 
 def build(agent):
@@ -123,9 +136,21 @@ class Collector(registry.Collector):
         """The last snapshot (none before the agent's first pass: every
         part then reports failure), its age, and the error counts and
         the last good reconcile's age as they are now.  Takes no lock."""
+        snap = self.agent.snapshot
+        return (list(snap.families) if snap is not None else []) + \
+            self._live(snap)
+
+    def render(self):
+        """What :meth:`collect` gives, in the text format: the
+        snapshot's text as the loop rendered it, and the few families
+        read now (a scrape of 1,000 guests renders none of theirs)."""
+        snap = self.agent.snapshot
+        return (snap.text if snap is not None else b'') + \
+            exposition.generate_latest(_Families(self._live(snap)))
+
+    def _live(self, snap):
         agent = self.agent
         now = time.monotonic()
-        snap = agent.snapshot
         success = family(M.SCRAPE_SUCCESS)
         duration = family(M.SCRAPE_DURATION)
         results = (snap.results if snap is not None
@@ -133,7 +158,7 @@ class Collector(registry.Collector):
         for name, ok, seconds in results:
             success.add_metric([name], ok)
             duration.add_metric([name], seconds)
-        out = list(snap.families) if snap is not None else []
+        out = []
         errors = family(M.ERRORS)
         for kind, n in sorted(dict(agent.errors).items()):
             errors.add_metric([kind], n)

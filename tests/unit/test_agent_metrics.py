@@ -273,3 +273,41 @@ def test_overhead_counters_over_sampled_events_give_the_per_event_costs(
     assert per_miss == pytest.approx(4e-9, rel=0.05)
     # Nehalem's model prices a walk of the shadow tables at nothing.
     assert total(metrics.SHADOW_WALK_SECONDS) == 0
+
+
+def test_a_plain_scrape_gets_the_snapshot_the_loop_rendered(sim):
+    """nova-paging-agent answers a plain scrape with the text its loop
+    rendered after the pass (a scrape renders none of the guests'
+    families); it is what the registry would render, sample for sample,
+    and a filtered scrape (``name[]``) still gets the registry's view."""
+    start(sim, 'a', {'hw:paging': 'adaptive'})
+    start(sim, 'b', {'hw:paging': 'shadow'})
+    agent = agent_for(sim)
+    agent.reconcile()
+    run(sim, 10)
+    agent.sample()
+    registry = prometheus_client.CollectorRegistry()
+    metrics_ = collector.Collector(agent)
+    registry.register(metrics_)
+    server, _ = web.serve(registry, '127.0.0.1', 0, render=metrics_.render)
+    aged = {metrics.SNAPSHOT_AGE.name, metrics.LAST_RECONCILE_AGE.name}
+
+    def samples(text):
+        return sorted((s.name, tuple(sorted(s.labels.items())), s.value)
+                      for f in parser.text_string_to_metric_families(text)
+                      if f.name not in aged for s in f.samples)
+    try:
+        url = 'http://127.0.0.1:%d/metrics' % server.server_port
+        with urllib.request.urlopen(url, timeout=10) as r:
+            served = r.read().decode()
+        assert samples(served) == samples(
+            prometheus_client.generate_latest(registry).decode())
+        assert served.count('nova_paging_guest_info{') == 2
+        with urllib.request.urlopen(url + '?name[]=%s'
+                                    % metrics.CPU_HZ.name, timeout=10) as r:
+            filtered = r.read().decode()
+        assert {f.name for f in parser.text_string_to_metric_families(
+            filtered)} == {metrics.CPU_HZ.name}
+    finally:
+        server.shutdown()
+        server.server_close()
