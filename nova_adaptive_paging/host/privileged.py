@@ -32,12 +32,14 @@ the helper it ran is ended) and each call must answer within it (else
 oslo.privsep's timeout error, counted by the caller).
 """
 
+import errno
 import os
 import re
 import signal
 import sys
 import tempfile
 import threading
+import time
 
 from oslo_config import cfg
 from oslo_privsep import capabilities
@@ -252,6 +254,30 @@ class Transport:
                               'privsep_timeout', None)
         # oslo.privsep 2.6 and later: the default timeout of every call.
         host_admin.timeout = timeout
+        self.timeout = timeout
+        # After a call that timed out, the others fail at once for as
+        # long again (a stopped daemon would cost each guest of a pass
+        # the whole timeout); then the next call tries for real.
+        self._quiet_until = 0.0
+
+    def _call(self, entrypoint, *args):
+        if time.monotonic() < self._quiet_until:
+            raise OSError(errno.ETIMEDOUT, 'the privsep daemon did not '
+                          'answer its last call within %.0f s; not asked '
+                          'again before %.0f s more' % (
+                              self.timeout or 0,
+                              self._quiet_until - time.monotonic()),
+                          args[0] if args else None)
+        try:
+            return entrypoint(*args)
+        except Exception as exc:    # oslo.privsep's share no base
+            if type(exc).__name__ != 'PrivsepTimeout':
+                raise
+            self._quiet_until = time.monotonic() + (self.timeout or 0)
+            raise OSError(errno.ETIMEDOUT, 'the privsep daemon did not '
+                          'answer within %.0f s ([agent] privsep_timeout)'
+                          % (self.timeout or 0),
+                          args[0] if args else None) from None
 
     def start(self, timeout=30.0):
         """Start the daemon now (it starts at its first call otherwise),
@@ -297,13 +323,13 @@ class Transport:
         try:
             return _HOST.read(rel)
         except PermissionError:
-            return read(rel)
+            return self._call(read, rel)
 
     def write(self, rel, text):
-        write(rel, text)
+        self._call(write, rel, text)
 
     def listdir(self, rel):
-        return listdir(rel)
+        return self._call(listdir, rel)
 
     def exists(self, rel):
         if os.path.exists(os.path.join('/', rel)):
