@@ -13,11 +13,11 @@ import sys
 
 import click
 
+from nova_adaptive_paging import capabilities
 from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging.cmd import simulate as simcmd
 from nova_adaptive_paging import costmodel
 from nova_adaptive_paging.costmodel import traces
-from nova_adaptive_paging import policy
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.simhost import control
 from nova_adaptive_paging.simhost import host as simhost
@@ -98,7 +98,7 @@ def sim_vm_start(root, timeout, name, trace_ref, extra, flavor, no_shadow):
     # Refused here, as Nova's API would refuse the flavor, before any
     # request reaches the sim-host.
     specs = common.key_values(extra)
-    policy.from_extra_specs(specs)
+    capabilities.flavor_policy(specs)
     control.request(root, {'op': 'start', 'name': name, 'trace': trace_ref,
                            'extra_specs': specs, 'flavor': flavor,
                            'can_shadow': not no_shadow}, timeout)

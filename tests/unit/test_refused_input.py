@@ -53,14 +53,20 @@ def test_policy_check_refuses_what_it_cannot_read_one_way(specs, needles):
 def test_sim_vm_start_refuses_a_bad_extra_spec_before_the_spool(tmp_path):
     spool = tmp_path / control.CONTROL_DIR
     spool.mkdir(parents=True)
-    for spec, needle in (('hw:paging=adaptiv', "did you mean 'adaptive'?"),
-                         ('hw:pagin=hap', 'did you mean hw:paging?'),
-                         ('hw:paging', 'KEY=VALUE')):
+    for specs, needle in (
+            (['hw:paging=adaptiv'], "did you mean 'adaptive'?"),
+            (['hw:pagin=hap'], 'did you mean hw:paging?'),
+            (['hw:paging'], 'KEY=VALUE'),
+            (['hw:paging=hap', 'hw:paging=shadow'], 'given twice'),
+            # A flavor no host could take, refused as Nova's API does.
+            (['hw:paging=adaptive', 'trait:CUSTOM_PAGING_SWITCHING='
+              'forbidden'], 'not forbidden with hw:paging=adaptive')):
+        args = [a for spec in specs for a in ('--extra-spec', spec)]
         # The timeout would be the failure were the request spooled: no
         # sim-host answers here.
         one_error_line(invoke('sim-vm', 'start', '--root', str(tmp_path),
-                              '--timeout', '0.1', '--trace', 'gcc',
-                              '--extra-spec', spec, 'instance-1'), needle)
+                              '--timeout', '0.1', '--trace', 'gcc', *args,
+                              'instance-1'), needle)
         assert os.listdir(spool) == []
 
 
