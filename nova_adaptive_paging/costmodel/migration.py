@@ -24,18 +24,25 @@ class MigrationError(exception.Error, ValueError):
     pass
 
 
+# The link's parameters: (default, lowest, highest), the one table (the
+# fleet strategy's audit schema publishes it).
+BOUNDS = {
+    'bandwidth_mib_s': (1100.0, 1e-3, 1e7),
+    'max_downtime_s': (0.5, 1e-3, 60.0),
+    'max_rounds': (30, 1, 1000),
+    'slowdown': (0.1, 0.0, 1.0),
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class Link:
-    bandwidth_mib_s: float = 1100.0
-    max_downtime_s: float = 0.5
-    max_rounds: int = 30
-    slowdown: float = 0.1
+    bandwidth_mib_s: float = BOUNDS['bandwidth_mib_s'][0]
+    max_downtime_s: float = BOUNDS['max_downtime_s'][0]
+    max_rounds: int = BOUNDS['max_rounds'][0]
+    slowdown: float = BOUNDS['slowdown'][0]
 
     def __post_init__(self):
-        for name, low, high in (('bandwidth_mib_s', 1e-3, 1e7),
-                                ('max_downtime_s', 1e-3, 60.0),
-                                ('max_rounds', 1, 1000),
-                                ('slowdown', 0.0, 1.0)):
+        for name, (_, low, high) in BOUNDS.items():
             value = getattr(self, name)
             if (isinstance(value, bool)
                     or not isinstance(value, (int, float))

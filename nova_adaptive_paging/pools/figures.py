@@ -5,10 +5,18 @@ the agents' advisory mode).
 
 Hosts are named by the scraped ``instance`` without its port: the agents
 are scraped as ``<Nova's hypervisor host name>:<port>``
-(dashboards/prometheus/README.md).
+(doc/source/deployment.rst, "Prometheus").
+
+What cannot be true is dropped and counted (``Figures.dropped``), never
+weighed: a value that is not a finite number, a time observed that is
+negative, and a host that exports both modes (it is in no pool).  The
+bound on a gain (vCPUs x window) needs the guest's flavor: the planner
+applies it.
 """
 
+import collections
 import dataclasses
+import math
 
 from nova_adaptive_paging.telemetry import metrics as M
 from nova_adaptive_paging.telemetry import queries as Q
@@ -25,6 +33,8 @@ class GuestFigures:
 class Figures:
     pools: dict          # host -> vocabulary mode
     guests: dict         # Nova instance UUID -> GuestFigures
+    # What was dropped: reason -> how many series.
+    dropped: dict = dataclasses.field(default_factory=dict)
 
 
 def host_name(instance):
@@ -39,17 +49,35 @@ def window_gain_expr(window):
     return '%s - %s offset %s' % (gain, gain, window)
 
 
+def _finite(value):
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def read(client, window, at=None):
     """:class:`Figures` from ``client`` (prometheus_api.Client); raises
     its PrometheusError when Prometheus cannot answer."""
-    pools = {host_name(labels[Q.HOST]): labels['mode']
-             for labels, _ in client.query(Q.host_pool(), at)}
-    observed = {(labels[Q.HOST], labels[M.GUEST_LABEL]): value
-                for labels, value in client.query(
-                    Q.name(M.ADVISED_SECONDS), at)}
-    gains = {(labels[Q.HOST], labels[M.GUEST_LABEL]): value
-             for labels, value in client.query(window_gain_expr(window),
-                                               at)}
+    dropped = collections.Counter()
+    modes = collections.defaultdict(set)
+    for labels, _ in client.query(Q.host_pool(), at):
+        modes[host_name(labels[Q.HOST])].add(labels['mode'])
+    pools = {}
+    for host, seen in modes.items():
+        if len(seen) == 1:
+            (pools[host],) = seen
+        else:
+            dropped['host-in-both-pools'] += 1
+    observed = {}
+    for labels, value in client.query(Q.name(M.ADVISED_SECONDS), at):
+        if _finite(value) and value >= 0:
+            observed[labels[Q.HOST], labels[M.GUEST_LABEL]] = value
+        else:
+            dropped['observed-not-finite'] += 1
+    gains = {}
+    for labels, value in client.query(window_gain_expr(window), at):
+        if _finite(value):
+            gains[labels[Q.HOST], labels[M.GUEST_LABEL]] = value
+        else:
+            dropped['gain-not-finite'] += 1
     guests = {}
     for (instance, uuid), seconds in observed.items():
         gain = gains.get((instance, uuid))
@@ -58,4 +86,4 @@ def read(client, window, at=None):
         # staleness): its newest host is the one it has been on least.
         if known is None or seconds < known.observed_s:
             guests[uuid] = GuestFigures(host_name(instance), seconds, gain)
-    return Figures(pools, guests)
+    return Figures(pools, guests, dict(dropped))

@@ -23,15 +23,33 @@ migration`).  A guest is proposed for a move when all of these hold:
    the moves planned before it), and the audit's ``budget`` of moves is
    not spent (the most profitable moves go first).
 
-No ping-pong, by construction: between two moves of a guest lie at least
-``cooldown_s`` (>= ``window_s``), and before each move the guest has
-lost, in the pool it leaves, at least ``margin`` times what the move
-costs.  So the migrations of a guest never cost more than 1/``margin``
-of the modeled time it lost to being in the wrong pool, however its
-behaviour alternates; and no audit moves more than ``budget`` guests.
+Against a guest whose behaviour turns against every move (ping-pong):
+between two moves of a guest lie at least ``cooldown_s`` (>= ``window_s``),
+and before each move it has lost, in the pool it leaves, at least
+``margin`` times what the move costs, so its migrations never cost more
+than 1/``margin`` of the modeled time it lost in the wrong pool.  A move
+that takes it back to a pool it left within the day (a reversal) is
+followed by ``reversal_cooldown_s`` before the next; no guest moves more
+than ``moves_per_day`` times in any 24 h; and a guest that moved less
+within the day goes first for the audit's ``budget`` (its fair share), so
+guests that keep flipping cannot starve the others.  Time lost, against
+staying put: each trip away and back costs at most (``cooldown_s`` + an
+audit interval) of the guest's loss rate, which is at most its vCPUs,
+plus two migrations, and trips start at most once every ``cooldown_s`` +
+``reversal_cooldown_s`` (doc/source/stock-fleet.rst states the figures).
+
+Safe interleavings: a departure's room is not offered to an arrival of
+the same audit (Watcher's applier runs a plan's migrations in parallel),
+and moves already planned or under way (``pending``) hold their room on
+their destination and keep their guest where it is.
+
+Figures are bounded by what is possible: a window's gain or loss of more
+than vCPUs x the window, or a figure that is not a finite number, is
+dropped (the guest stays, counted under ``bad-figures``).
 """
 
 import dataclasses
+import math
 
 from nova_adaptive_paging import exception
 from nova_adaptive_paging import vocabulary
@@ -42,33 +60,58 @@ class PoolFitError(exception.Error, ValueError):
     pass
 
 
+# Every audit parameter of the decision: (default, lowest, highest).  The
+# one table: Params checks it and the Watcher strategy's schema
+# publishes it, so Watcher refuses a bad value when the audit is created.
+BOUNDS = {
+    'horizon_s': (6 * 3600.0, 60.0, 30 * 86400.0),
+    'window_s': (3600.0, 60.0, 7 * 86400.0),
+    'cooldown_s': (2 * 3600.0, 60.0, 30 * 86400.0),
+    'reversal_cooldown_s': (12 * 3600.0, 60.0, 30 * 86400.0),
+    'margin': (2.0, 1.0, 1000.0),
+    'budget': (5, 0, 10000),
+    'moves_per_day': (4, 1, 48),
+    # The guest's dirty rate when nothing better is known.
+    'dirty_mib_s': (50.0, 0.0, 1e6),
+}
+DAY_S = 86400.0
+
+
+def check_bounds(obj, bounds, error):
+    """Raise ``error`` naming the first field of ``obj`` outside
+    ``bounds`` (name -> (default, low, high))."""
+    for name, (_, low, high) in bounds.items():
+        value = getattr(obj, name)
+        if (isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not low <= value <= high
+                or (isinstance(low, int) and not isinstance(value, int))):
+            raise error('%s: %r: expected a%s from %g to %g' % (
+                name, value, 'n integer' if isinstance(low, int)
+                else ' number', low, high))
+
+
 @dataclasses.dataclass(frozen=True)
 class Params:
-    horizon_s: float = 6 * 3600.0
-    window_s: float = 3600.0
-    cooldown_s: float = 2 * 3600.0
-    margin: float = 2.0
-    budget: int = 5
-    # The guest's dirty rate when nothing better is known.
-    dirty_mib_s: float = 50.0
+    horizon_s: float = BOUNDS['horizon_s'][0]
+    window_s: float = BOUNDS['window_s'][0]
+    cooldown_s: float = BOUNDS['cooldown_s'][0]
+    reversal_cooldown_s: float = BOUNDS['reversal_cooldown_s'][0]
+    margin: float = BOUNDS['margin'][0]
+    budget: int = BOUNDS['budget'][0]
+    moves_per_day: int = BOUNDS['moves_per_day'][0]
+    dirty_mib_s: float = BOUNDS['dirty_mib_s'][0]
 
     def __post_init__(self):
-        for name, low, high in (('horizon_s', 60.0, 30 * 86400.0),
-                                ('window_s', 60.0, 7 * 86400.0),
-                                ('cooldown_s', 60.0, 30 * 86400.0),
-                                ('margin', 1.0, 1000.0),
-                                ('budget', 0, 10000),
-                                ('dirty_mib_s', 0.0, 1e6)):
-            value = getattr(self, name)
-            if (isinstance(value, bool)
-                    or not isinstance(value, (int, float))
-                    or not low <= value <= high):
-                raise PoolFitError('%s: %r: expected a number from %g to '
-                                   '%g' % (name, value, low, high))
+        check_bounds(self, BOUNDS, PoolFitError)
         if self.cooldown_s < self.window_s:
             raise PoolFitError('cooldown_s: %r: expected at least window_s '
                                '(%r), so that a window covers one pool only'
                                % (self.cooldown_s, self.window_s))
+        if self.reversal_cooldown_s < self.cooldown_s:
+            raise PoolFitError('reversal_cooldown_s: %r: expected at least '
+                               'cooldown_s (%r)' % (self.reversal_cooldown_s,
+                                                    self.cooldown_s))
         if self.horizon_s < self.window_s:
             raise PoolFitError('horizon_s: %r: expected at least window_s '
                                '(%r)' % (self.horizon_s, self.window_s))
@@ -97,6 +140,20 @@ class Guest:
     observed_s: float = None
     window_gain_s: float = None
     dirty_mib_s: float = None
+    # Its moves of the last 24 h, oldest first: (seconds ago, to mode),
+    # from Watcher's action history.
+    moves: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Pending:
+    """A move already planned (an action plan not yet applied) or under
+    way: its room on ``destination`` is taken.  ``need`` is (vCPUs, MiB,
+    GB), None when unknown (the destination then takes no arrival)."""
+    uuid: str
+    source: str
+    destination: str
+    need: tuple = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,19 +182,72 @@ class Plan:
 
 
 # Reasons start with one of these words (the audit's log says the rest).
-STATIC, NO_POOL, NO_FIGURES, COOLDOWN, NOT_WORTH, NO_END, NO_ROOM, \
-    BUDGET = ('static', 'no-pool', 'no-figures', 'cool-down',
-              'not-worth-it', 'no-end', 'no-room', 'budget')
+STATIC, NO_POOL, NO_FIGURES, BAD_FIGURES, IN_FLIGHT, COOLDOWN, \
+    DAY_CAP, NOT_WORTH, NO_END, NO_ROOM, BUDGET = (
+        'static', 'no-pool', 'no-figures', 'bad-figures', 'in-flight',
+        'cool-down', 'day-cap', 'not-worth-it', 'no-end', 'no-room',
+        'budget')
 
 
-def plan(guests, hosts, params=Params(), link=migration.Link()):
-    """The :class:`Plan` for ``guests`` (Guest) on ``hosts`` (Host)."""
+def _impossible(g, params):
+    """Why ``g``'s figures cannot be true, or None: a gain or loss in a
+    window is at most the guest's vCPUs x the window (all of its time)."""
+    limit = max(g.vcpus, 1) * params.window_s
+    if not (isinstance(g.observed_s, (int, float))
+            and math.isfinite(g.observed_s) and g.observed_s >= 0):
+        return 'observed %r s' % (g.observed_s,)
+    if g.window_gain_s is not None and not (
+            math.isfinite(g.window_gain_s)
+            and abs(g.window_gain_s) <= limit):
+        return ('%r s gained in %.0f s by %d vCPUs (at most %.0f)' % (
+            g.window_gain_s, params.window_s, g.vcpus, limit))
+    return None
+
+
+def _cooldown(g, params):
+    """Seconds ``g`` has been in its pool, and the cool-down it needs:
+    ``reversal_cooldown_s`` after a move that undid the one before it
+    within ``reversal_cooldown_s`` (a reversal: the earlier move was
+    wrong, or the guest turns against its moves).  The move that takes
+    a guest away after a long stay gets the plain cool-down, so that a
+    wrong move is undone soon and a right one is not repeated soon."""
+    since = g.observed_s
+    if g.moves:
+        since = min(since, g.moves[-1][0])
+    reversed_ = (len(g.moves) >= 2 and g.moves[-1][1] != g.moves[-2][1]
+                 and g.moves[-2][0] - g.moves[-1][0]
+                 < params.reversal_cooldown_s)
+    return since, (params.reversal_cooldown_s if reversed_
+                   else params.cooldown_s), reversed_
+
+
+def plan(guests, hosts, params=Params(), link=migration.Link(),
+         pending=()):
+    """The :class:`Plan` for ``guests`` (Guest) on ``hosts`` (Host), with
+    ``pending`` (Pending) moves of other plans holding their room."""
     by_name = {h.name: h for h in hosts}
     room = {h.name: [h.free_vcpus, h.free_memory_mib, h.free_disk_gb]
             for h in hosts if h.enabled and h.pool}
+    where = {g.uuid: g.host for g in guests}
+    in_flight = {}
+    for p in pending:
+        if where.get(p.uuid) == p.destination or p.destination not in room:
+            continue                # landed (the model shows it) or moot
+        in_flight[p.uuid] = p
+        if p.need is None:          # its size unknown: the host is closed
+            room[p.destination] = [-math.inf] * 3
+        else:
+            room[p.destination] = [f - n for f, n in zip(
+                room[p.destination], p.need)]
     holds, candidates = [], []
     for g in guests:
         host = by_name.get(g.host)
+        since = wait = bad = None
+        today = [m for m in g.moves if m[0] <= DAY_S]
+        if g.policy == vocabulary.ADAPTIVE and g.observed_s is not None:
+            bad = _impossible(g, params)
+            if bad is None:
+                since, wait, reversed_ = _cooldown(g, params)
         if g.policy != vocabulary.ADAPTIVE:
             holds.append(Hold(g, '%s: hw:paging=%s is not adaptive: never '
                               'moved for paging'
@@ -149,10 +259,19 @@ def plan(guests, hosts, params=Params(), link=migration.Link()):
         elif g.observed_s is None:
             holds.append(Hold(g, '%s: no modeled gain for it from %s\'s '
                               'agent' % (NO_FIGURES, g.host)))
-        elif g.observed_s < params.cooldown_s:
-            holds.append(Hold(g, '%s: %.0f s in the %s pool, %.0f s needed'
-                              % (COOLDOWN, g.observed_s, host.pool,
-                                 params.cooldown_s)))
+        elif bad is not None:
+            holds.append(Hold(g, '%s: dropped, %s' % (BAD_FIGURES, bad)))
+        elif g.uuid in in_flight:
+            holds.append(Hold(g, '%s: a planned move to %s is not done' % (
+                IN_FLIGHT, in_flight[g.uuid].destination)))
+        elif since < wait:
+            holds.append(Hold(g, '%s: %.0f s in the %s pool, %.0f s needed%s'
+                              % (COOLDOWN, since, host.pool, wait,
+                                 ' (it came back: a reversal)' if reversed_
+                                 else '')))
+        elif len(today) >= params.moves_per_day:
+            holds.append(Hold(g, '%s: %d moves in the last 24 h' % (
+                DAY_CAP, len(today))))
         elif g.window_gain_s is None:
             holds.append(Hold(g, '%s: %s\'s agent has no figures of it for '
                               'the whole last %.0f s' % (
@@ -176,11 +295,13 @@ def plan(guests, hosts, params=Params(), link=migration.Link()):
                                       g.window_gain_s, params.window_s, gain,
                                       est.guest_s, params.margin)))
             else:
-                candidates.append((gain - est.guest_s, g, host, gain,
-                                   est.guest_s))
+                candidates.append((len(today), gain - est.guest_s, g,
+                                   host, gain, est.guest_s))
     moves = []
-    candidates.sort(key=lambda c: (-c[0], c[1].uuid))
-    for _, g, host, gain, cost in candidates:
+    # A fair share: who moved less today goes first, then the most
+    # profitable.
+    candidates.sort(key=lambda c: (c[0], -c[1], c[2].uuid))
+    for _, _, g, host, gain, cost in candidates:
         if len(moves) >= params.budget:
             holds.append(Hold(g, '%s: this audit already moves %d guests'
                               % (BUDGET, len(moves))))
@@ -197,8 +318,8 @@ def plan(guests, hosts, params=Params(), link=migration.Link()):
             continue
         # The roomiest host: moves of one audit spread out.
         dest = max(fits, key=lambda n: (room[n][1], room[n][0], n))
+        # What it leaves is not offered to this audit's arrivals:
+        # Watcher's applier runs the plan's migrations in parallel.
         room[dest] = [f - n for f, n in zip(room[dest], need)]
-        if g.host in room:              # what it leaves, others may take
-            room[g.host] = [f + n for f, n in zip(room[g.host], need)]
         moves.append(Move(g, g.host, dest, to_mode, gain, cost))
     return Plan(moves, holds)

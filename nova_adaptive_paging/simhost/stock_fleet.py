@@ -209,6 +209,11 @@ def run(workdir, hours=DAY_H, agent_interval_s=30, scrape_s=60,
     tsdb = os.path.join(workdir, 'prometheus')
     os.makedirs(tsdb, exist_ok=True)
     audits, migrations = [], 0
+    # Watcher's action history, as its database would hold it: the
+    # strategy's hysteresis and daily cap read it.
+    from nova_adaptive_paging.watcher import ledger
+    moves = ledger.Recorded()
+    reservations = ledger.Reservations()
     for hour in range(1, hours + 8):
         scrapes = []
         fleet.run(HOUR, agent_interval_s=agent_interval_s,
@@ -221,6 +226,8 @@ def run(workdir, hours=DAY_H, agent_interval_s=30, scrape_s=60,
             strategy.config = watcher_utils.Struct(
                 prometheus_url=server.url, prometheus_timeout=30.0)
             strategy.figures_at = at
+            strategy.ledger = moves
+            strategy.reservations = reservations
             strategy._compute_model = _watcher_model(fleet, specs, where)
             strategy.input_parameters = watcher_utils.Struct(
                 strategy_params or {})
@@ -238,6 +245,8 @@ def run(workdir, hours=DAY_H, agent_interval_s=30, scrape_s=60,
             fleet.migrate(name, p['source_node'], p['destination_node'],
                           int(cost_s[p['resource_id']] * 1e9))
             where[name] = p['destination_node']
+            moves.record(p['resource_id'], p['source_node'],
+                         p['destination_node'], at)
             moved.append((name, p['source_node'], p['destination_node']))
             migrations += 1
         held = {h.guest.uuid: h.reason for h in strategy.plan.holds}

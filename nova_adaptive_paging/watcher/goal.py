@@ -36,10 +36,24 @@ class GuestsHeld(indicators.IndicatorSpecification):
         return {'type': 'integer', 'minimum': 0}
 
 
+class FiguresDropped(indicators.IndicatorSpecification):
+    def __init__(self):
+        super().__init__(
+            name='figures_dropped',
+            description='Figures that cannot be true (not a finite number, '
+                        'more gain than vCPUs x window, a host in both '
+                        'pools), dropped rather than weighed.',
+            unit=None)
+
+    @property
+    def schema(self):
+        return {'type': 'integer', 'minimum': 0}
+
+
 class PagingFitSpecification(efficacy_base.EfficacySpecification):
     def get_indicators_specifications(self):
         return [indicators.InstanceMigrationsCount(),
-                ModeledGainSeconds(), GuestsHeld()]
+                ModeledGainSeconds(), GuestsHeld(), FiguresDropped()]
 
     def get_global_efficacy_indicator(self, indicators_map=None):
         value = indicators_map.modeled_gain_seconds if indicators_map else 0

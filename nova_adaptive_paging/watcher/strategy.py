@@ -10,7 +10,10 @@ agent's advisory figures, MODELED), and proposes Watcher's standard
 :func:`nova_adaptive_paging.pools.planner.plan` chooses: guests with
 ``hw:paging=adaptive`` only, each after a cool-down in its pool, paid for
 by a loss already seen, to a host of the other pool with room, at most
-``budget`` a plan.  Nova's scheduler checks each destination against its
+``budget`` a plan.  Before it plans it reads, from Watcher's database,
+the moves planned or under way (their room is taken) and each guest's
+moves of the last day (hysteresis, the daily cap, the fair share):
+:mod:`.ledger`.  Nova's scheduler checks each destination against its
 filters (the paging filter, server-group anti-affinity) when Watcher's
 applier asks for the move.  Why each other guest stays is logged.
 
@@ -33,6 +36,9 @@ metrics` defines once and whose queries the project's rules and
 dashboards share.
 """
 
+import math
+import time
+
 from oslo_config import cfg
 from oslo_log import log
 
@@ -46,31 +52,52 @@ from nova_adaptive_paging.pools import figures as pool_figures
 from nova_adaptive_paging.telemetry import prometheus_api
 from nova_adaptive_paging.pools import planner
 from nova_adaptive_paging.watcher import goal
+from nova_adaptive_paging.watcher import ledger
 
 LOG = log.getLogger(__name__)
 
-_PARAMS, _LINK = planner.Params(), migration.Link()
-# The audit parameters, the decision's and the migration model's, with
-# their defaults.  Their bounds are checked once, by planner.Params and
-# migration.Link: a bad value fails the audit with one line naming it.
+# The audit parameters, the decision's and the migration model's.  Their
+# defaults and bounds are planner.BOUNDS and migration.BOUNDS: the schema
+# publishes them (Watcher refuses a value outside them when the audit is
+# created), and planner.Params and migration.Link check them again.
 PARAMETERS = {
-    'horizon_s': ('Seconds of future a move is weighed over.',
-                  _PARAMS.horizon_s),
-    'window_s': ('Seconds of the past a move must have paid for.',
-                 _PARAMS.window_s),
-    'cooldown_s': ('Seconds a guest stays in a pool before it may move '
-                   'again (at least window_s).', _PARAMS.cooldown_s),
-    'margin': ('How many times its cost a move must gain.', _PARAMS.margin),
-    'budget': ('Moves an audit proposes at most.', _PARAMS.budget),
-    'dirty_mib_s': ('Memory a guest dirties (MiB/s), for the migration '
-                    'model.', _PARAMS.dirty_mib_s),
-    'bandwidth_mib_s': ('The migration network\'s payload bandwidth '
-                        '(MiB/s).', _LINK.bandwidth_mib_s),
-    'max_downtime_s': ('The pause Nova allows a live migration ([libvirt] '
-                       'live_migration_downtime).', _LINK.max_downtime_s),
-    'slowdown': ('Fraction of its throughput a guest loses while its memory '
-                 'is copied.', _LINK.slowdown),
+    'horizon_s': 'Seconds of future a move is weighed over.',
+    'window_s': 'Seconds of the past a move must have paid for.',
+    'cooldown_s': 'Seconds a guest stays in a pool before it may move '
+                  'again (at least window_s).',
+    'reversal_cooldown_s': 'Seconds a guest stays after a move that took '
+                           'it back to the pool it had left (at least '
+                           'cooldown_s).',
+    'margin': 'How many times its cost a move must gain.',
+    'budget': 'Moves an audit proposes at most.',
+    'moves_per_day': 'Moves of one guest in any 24 hours at most.',
+    'dirty_mib_s': 'Memory a guest dirties (MiB/s), for the migration '
+                   'model.',
+    'bandwidth_mib_s': 'The migration network\'s payload bandwidth '
+                       '(MiB/s).',
+    'max_downtime_s': 'The pause Nova allows a live migration ([libvirt] '
+                      'live_migration_downtime).',
+    'slowdown': 'Fraction of its throughput a guest loses while its '
+                'memory is copied.',
 }
+_BOUNDS = dict(planner.BOUNDS, **migration.BOUNDS)
+_LINK_KEYS = ('bandwidth_mib_s', 'max_downtime_s', 'slowdown')
+
+
+def _property(key):
+    default, low, high = _BOUNDS[key]
+    return {'description': PARAMETERS[key], 'default': default,
+            'type': 'integer' if isinstance(default, int) else 'number',
+            'minimum': low, 'maximum': high}
+
+
+def _instance(model, uuid):
+    if model is None:
+        return None
+    try:
+        return model.get_instance_by_uuid(uuid)
+    except watcher_exception.InstanceNotFound:
+        return None
 
 
 class PagingFit(base.BaseStrategy):
@@ -94,10 +121,13 @@ class PagingFit(base.BaseStrategy):
 
     @classmethod
     def get_schema(cls):
-        return {'properties': {
-            key: {'description': text, 'default': default,
-                  'type': 'integer' if isinstance(default, int) else 'number'}
-            for key, (text, default) in PARAMETERS.items()}}
+        # As Watcher's own strategies: an object of bounded properties,
+        # checked by Watcher's API when the audit is created.  The
+        # relations between them (cooldown_s >= window_s, ...) are not
+        # JSON schema: planner.Params checks them when the audit runs.
+        return {'type': 'object',
+                'properties': {key: _property(key) for key in PARAMETERS},
+                'additionalProperties': False}
 
     @classmethod
     def get_config_opts(cls):
@@ -109,12 +139,19 @@ class PagingFit(base.BaseStrategy):
                          help='Seconds a query may take.'),
         ]
 
+    # The moves this decision engine's audits proposed that Watcher's
+    # database may not hold yet: shared by every audit of the process.
+    reservations = ledger.Reservations()
+
     def __init__(self, config, osc=None):
         super().__init__(config, osc)
         # The figures' source: Prometheus, unless a caller gives another;
         # read now, unless a caller replaying the past names a time.
         self.figures = None
         self.figures_at = None
+        # The moves' source: Watcher's database, unless a caller gives
+        # another (ledger.Recorded).
+        self.ledger = None
         self.plan = None
 
     def pre_execute(self):
@@ -122,14 +159,10 @@ class PagingFit(base.BaseStrategy):
 
     def _params(self):
         given = self.input_parameters or {}
-        value = {k: given.get(k, v[1]) for k, v in PARAMETERS.items()}
+        value = {k: given.get(k, _BOUNDS[k][0]) for k in PARAMETERS}
         try:
-            params = planner.Params(**{k: value[k] for k in (
-                'horizon_s', 'window_s', 'cooldown_s', 'margin', 'budget',
-                'dirty_mib_s')})
-            link = migration.Link(bandwidth_mib_s=value['bandwidth_mib_s'],
-                                  max_downtime_s=value['max_downtime_s'],
-                                  slowdown=value['slowdown'])
+            params = planner.Params(**{k: value[k] for k in planner.BOUNDS})
+            link = migration.Link(**{k: value[k] for k in _LINK_KEYS})
         except (planner.PoolFitError, migration.MigrationError) as exc:
             raise watcher_exception.WatcherException('paging_fit: %s' % exc)
         return params, link
@@ -146,9 +179,17 @@ class PagingFit(base.BaseStrategy):
             raise watcher_exception.WatcherException(
                 'paging_fit: no figures, no move: %s' % exc)
 
-    def do_execute(self, audit=None):
-        params, link = self._params()
-        figures = self._read_figures(params.window_s)
+    def _ledger(self, audit):
+        if self.ledger is not None:
+            return self.ledger
+        context = getattr(audit, '_context', None)
+        if context is None:
+            from watcher.common import context as watcher_context
+            context = watcher_context.make_context(is_admin=True)
+        return ledger.WatcherLedger(context)
+
+    def _model(self, figures, moves, now):
+        """The planner's hosts and guests from Watcher's model."""
         model = self.compute_model
         hosts, guests = [], []
         for node in model.get_all_compute_nodes().values():
@@ -175,8 +216,58 @@ class PagingFit(base.BaseStrategy):
                     wanted.value if wanted is not None else '',
                     inst.vcpus, inst.memory, inst.disk,
                     observed_s=seen.observed_s if current else None,
-                    window_gain_s=seen.window_gain_s if current else None))
-        self.plan = planner.plan(guests, hosts, params, link)
+                    window_gain_s=seen.window_gain_s if current else None,
+                    moves=tuple(
+                        (now - at, figures.pools.get(dest, dest))
+                        for at, dest in moves.history.get(inst.uuid, ()))))
+        return hosts, guests
+
+    def _pending(self, moves):
+        """Moves planned or under way, sized from the model (the whole
+        cluster's when the audit's scope leaves their guest out; unknown
+        if neither has it)."""
+        out, models = [], [self.compute_model]
+        for uuid, source, dest in moves.pending:
+            need = None
+            for i in range(2):
+                if i == len(models):
+                    models.append(self._whole_model())
+                inst = _instance(models[i], uuid)
+                if inst is not None:
+                    need = (inst.vcpus, inst.memory, inst.disk)
+                    break
+            out.append(planner.Pending(uuid, source, dest, need))
+        return out
+
+    def _whole_model(self):
+        try:
+            return self.collector_manager.get_cluster_model_collector(
+                'compute', osc=self.osc).get_latest_cluster_data_model()
+        except Exception as exc:        # sizes of other scopes unknown
+            LOG.debug('paging_fit: no whole compute model: %s', exc)
+            return None
+
+    def do_execute(self, audit=None):
+        params, link = self._params()
+        figures = self._read_figures(params.window_s)
+        now = self.figures_at if self.figures_at is not None else time.time()
+        # One audit of this process plans at a time, and sees the moves
+        # the others proposed (Watcher's database, and this process's
+        # reservations for what it has not saved yet).
+        with self.reservations.lock:
+            moves = self._ledger(audit).read(now)
+            hosts, guests = self._model(figures, moves, now)
+            self.plan = planner.plan(
+                guests, hosts, params, link,
+                pending=self._pending(moves) + self.reservations.live())
+            for move in self.plan.moves:
+                self.reservations.add(planner.Pending(
+                    move.guest.uuid, move.source, move.destination,
+                    (move.guest.vcpus, move.guest.memory_mib,
+                     move.guest.disk_gb)))
+        model = self.compute_model
+        for kind, count in sorted(figures.dropped.items()):
+            LOG.warning('paging_fit: %d series dropped: %s', count, kind)
         for hold in self.plan.holds:
             LOG.info('paging_fit: %s on %s stays: %s', hold.guest.uuid,
                      hold.guest.host, hold.reason)
@@ -191,10 +282,12 @@ class PagingFit(base.BaseStrategy):
                 model.get_node_by_name(move.destination))
         self.solution.set_efficacy_indicators(
             instance_migrations_count=len(self.plan.moves),
-            modeled_gain_seconds=round(sum(
+            modeled_gain_seconds=round(math.fsum(
                 m.horizon_gain_s - m.cost_s for m in self.plan.moves), 3),
             guests_held=sum(1 for h in self.plan.holds
-                            if not h.reason.startswith(planner.STATIC)))
+                            if not h.reason.startswith(planner.STATIC)),
+            figures_dropped=sum(figures.dropped.values()) + len(
+                self.plan.held(planner.BAD_FIGURES)))
 
     def post_execute(self):
         pass

@@ -169,6 +169,8 @@ def test_an_alternating_guest_does_not_ping_pong():
     ({'cooldown_s': 600, 'window_s': 3600}, 'cooldown_s'),
     ({'horizon_s': 600, 'window_s': 3600}, 'horizon_s'),
     ({'margin': 0.5}, 'margin'), ({'budget': -1}, 'budget'),
+    ({'reversal_cooldown_s': 3600}, 'reversal_cooldown_s'),
+    ({'moves_per_day': 0}, 'moves_per_day'), ({'budget': 2.5}, 'budget'),
     ({'window_s': 'x'}, 'window_s')])
 def test_bad_parameters_are_one_line_naming_them(kwargs, key):
     with pytest.raises(planner.PoolFitError) as err:
