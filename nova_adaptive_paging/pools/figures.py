@@ -5,7 +5,7 @@ the agents' advisory mode).
 
 Hosts are named by the scraped ``instance`` without its port: the agents
 are scraped as ``<Nova's hypervisor host name>:<port>``
-(doc/source/deployment.rst, "Prometheus").
+(doc/source/deployment.rst, "Monitoring").
 
 What cannot be true is dropped and counted (``Figures.dropped``), never
 weighed: a value that is not a finite number, a time observed that is

@@ -11,7 +11,8 @@ from nova_adaptive_paging.telemetry import metrics as M
 
 HOST = M.HOST_LABEL
 GUEST = (HOST, M.GUEST_LABEL)
-# The scrape job the agents run under (dashboards/prometheus/README.md),
+# The scrape job the agents run under (doc/source/deployment.rst,
+# "Monitoring"; the monitoring role writes it),
 # and the label matchers that select it by default.
 AGENT_JOB = 'nova-paging-agent'
 AGENT_SELECTOR = 'job="%s"' % AGENT_JOB

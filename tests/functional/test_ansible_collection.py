@@ -38,6 +38,7 @@ from nova_adaptive_paging.costmodel import hardware as costhw
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.simhost import host as simhost
 from nova_adaptive_paging.simhost import prometheus as promserver
+from nova_adaptive_paging.pools import figures as pool_figures
 from nova_adaptive_paging.telemetry import queries
 from nova_adaptive_paging.tuning import cost_fit
 
@@ -132,6 +133,8 @@ class Site:
             'agent_user': 'root',
             'agent_create_user': False,
             'nova_paging_nova_install_package': False,
+            # No Watcher here to install the plugin into.
+            'pools_watcher_install_package': False,
             'nova_paging_nova_publish_capabilities': False,
             'monitoring_scrape_interval': '2s',
             'calibrate_results_dir': os.path.join(workdir, 'results'),
@@ -464,6 +467,11 @@ def test_prometheus_scrapes_both_agents_with_the_roles_configuration(site):
                                timeout=10).json()['data']['activeTargets']
         assert values == {'compute-a': '1', 'compute-b': '1'}, [
             (t['scrapeUrl'], t['lastError']) for t in targets]
+        # Scraped at 127.0.0.1, named as Nova names the host: what the
+        # paging_fit strategy looks its figures up by.
+        assert sorted(pool_figures.host_name(r['metric']['instance'])
+                      for r in up['data']['result']) == [
+            'compute-a', 'compute-b']
         rules = requests.get(server.url + '/api/v1/rules',
                              timeout=10).json()['data']['groups']
         assert rules, 'the shipped rules are loaded'

@@ -11,6 +11,7 @@ import yaml
 
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.host import calibration_runs
+from nova_adaptive_paging.pools import figures as pool_figures
 from nova_adaptive_paging.scheduler.filters import paging_filter
 from nova_adaptive_paging.telemetry import metrics
 from nova_adaptive_paging.telemetry import queries
@@ -135,3 +136,64 @@ def test_the_installed_collections_playbooks_run_by_name(tmp_path):
             str(tmp_path / 'c'), 'ansible_collections', 'nova_paging',
             'fleet', 'playbooks', name.rsplit('.', 1)[1] + '.yml') \
             in done.stdout, done.stdout
+
+
+def test_prometheus_names_each_agent_as_nova_names_its_host():
+    # The inventory's ansible_host is an address; the strategy looks a
+    # host's figures up by the instance label, <Nova's host name>:<port>.
+    hostvars = {
+        'cmp-001': {'ansible_host': '192.0.2.11',
+                    'agent_listen_address': '192.0.2.11'},
+        'cmp-002': {'ansible_host': '192.0.2.12', 'agent_listen_port': 9800,
+                    'nova_paging_nova_host': 'cmp-002.example.net'},
+    }
+    targets = yaml.safe_load(render(
+        'monitoring', 'file_sd.yml.j2', hostvars=hostvars,
+        groups={'nova_paging_compute': sorted(hostvars)}))
+    assert [t['targets'] for t in targets] == [['192.0.2.11:9782'],
+                                               ['192.0.2.12:9800']]
+    assert [pool_figures.host_name(t['labels']['instance'])
+            for t in targets] == ['cmp-001', 'cmp-002.example.net']
+    assert [t['labels']['instance'].rsplit(':', 1)[1]
+            for t in targets] == ['9782', '9800']
+
+
+def run_site(tmp_path, inventory, *args):
+    """site.yml of the checkout's collection, on this machine."""
+    collections = tmp_path / 'collections' / 'ansible_collections'
+    (collections / 'nova_paging').mkdir(parents=True)
+    (collections / 'nova_paging' / 'fleet').symlink_to(
+        os.path.abspath(os.path.join(REPO, 'ansible')))
+    (tmp_path / 'inventory.yml').write_text(yaml.safe_dump(inventory))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(
+        tmp_path / 'collections'), ANSIBLE_LOCAL_TEMP=str(tmp_path / 'tmp'),
+        ANSIBLE_NOCOLOR='1', ANSIBLE_GATHERING='explicit')
+    return subprocess.run(
+        [os.path.join(BIN, 'ansible-playbook'), '-i', 'inventory.yml',
+         'nova_paging.fleet.site'] + list(args), capture_output=True,
+        text=True, env=env, cwd=str(tmp_path), timeout=300)
+
+
+def test_site_leaves_stock_hosts_without_a_dkms_source_alone(tmp_path):
+    # A stock host (no patched modules) without a DKMS source, and a
+    # pool member with one: site.yml patches neither, and says why.
+    hosts = {}
+    for name, extra in (('stock-1', {}),
+                        ('pool-1', {'nova_paging_pool': 'shadow',
+                                    'kvm_patch_dkms_source': '/srv/dkms',
+                                    'kvm_patch_dkms_version': '1'})):
+        root = tmp_path / name
+        (root / 'run' / 'libvirt' / 'qemu').mkdir(parents=True)
+        hosts[name] = dict(extra, ansible_connection='local',
+                           ansible_python_interpreter=sys.executable,
+                           nova_paging_root=str(root),
+                           kvm_patch_dkms_command='/nonexistent/dkms')
+    done = run_site(tmp_path, {'all': {'children': {
+        'nova_paging_compute': {'hosts': hosts}}}}, '--tags', 'kvm_patch')
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    text = ' '.join(done.stdout.split())
+    assert ('stock-1: kvm_patch skipped, no kvm_patch_dkms_source to build '
+            'the patch from') in text
+    assert ('pool-1: kvm_patch skipped, a member of the shadow pool keeps '
+            'its stock kernel') in text
+    assert 'not found' not in text
