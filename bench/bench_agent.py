@@ -169,6 +169,7 @@ def _during_pass(root, vms):
     registry.register(metrics)
     # As nova-paging-agent serves it (render: where this version has it).
     render = getattr(metrics, 'render', None)
+    agent.render_metrics = True
     server, _ = web.serve(registry, '127.0.0.1', 0, timeout=60.0,
                           **({'render': render} if render else {}))
     url = 'http://127.0.0.1:%d/metrics' % server.server_port

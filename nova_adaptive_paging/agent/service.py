@@ -83,8 +83,10 @@ class Agent:
         # (Unix time, monotonic time): the first for people, the second
         # for the age health is judged by.
         self.last_good_reconcile = None
-        # What /metrics serves (collector.build, after each pass).
+        # What /metrics serves (collector.build, after each pass), and
+        # whether the loop renders it (when /metrics is served).
         self.snapshot = None
+        self.render_metrics = False
         # What the loop is doing, for the line of a stop that times out.
         self.doing = 'starting'
         # Converts the kernel's page-walk cycles into seconds.
@@ -262,7 +264,7 @@ class Agent:
     def publish(self):
         """What /metrics serves from now on (a scrape never waits for a
         pass: it serves the last snapshot, with its age)."""
-        self.snapshot = collector.build(self)
+        self.snapshot = collector.build(self, self.render_metrics)
 
     # -- what an operator sees -------------------------------------------
     def report(self):

@@ -162,6 +162,7 @@ def _main(signals, argv):
             _fail('[agent] listen_address %s, listen_port %d: %s' % (
                 CONF.agent.listen_address, CONF.agent.listen_port,
                 exc.strerror or exc))
+        agent.render_metrics = True
     LOG.info('nova-paging-agent: generation %s, libvirt %s, root %s',
              generation, CONF.adaptive_paging.libvirt_uri,
              CONF.adaptive_paging.host_root)

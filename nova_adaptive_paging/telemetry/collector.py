@@ -89,9 +89,10 @@ class Snapshot:
 
     __slots__ = ('families', 'results', 'taken', 'text')
 
-    def __init__(self, families, results, taken):
+    def __init__(self, families, results, taken, render=False):
         self.families, self.results, self.taken = families, results, taken
-        self.text = exposition.generate_latest(_Families(families))
+        self.text = (exposition.generate_latest(_Families(families))
+                     if render else None)
 
 
 class _Families:
@@ -104,9 +105,10 @@ class _Families:
         return self.families
 
 
-def build(agent):
+def build(agent, render=False):
     """A :class:`Snapshot` of ``agent`` now: called by the agent's loop
-    after each pass, never by a scrape."""
+    after each pass, never by a scrape; ``render``: in the text format
+    too (when /metrics is served)."""
     parts = Collector(agent)
     out, results = [], []
     for name, part in zip(PARTS, (parts._guests, parts._host,
@@ -120,7 +122,7 @@ def build(agent):
             fams, ok = [], 0.0
         out += fams
         results.append((name, ok, time.perf_counter() - t0))
-    return Snapshot(tuple(out), tuple(results), time.monotonic())
+    return Snapshot(tuple(out), tuple(results), time.monotonic(), render)
 
 
 class Collector(registry.Collector):
@@ -145,8 +147,14 @@ class Collector(registry.Collector):
         snapshot's text as the loop rendered it, and the few families
         read now (a scrape of 1,000 guests renders none of theirs)."""
         snap = self.agent.snapshot
-        return (snap.text if snap is not None else b'') + \
-            exposition.generate_latest(_Families(self._live(snap)))
+        if snap is None:
+            text = b''
+        elif snap.text is None:         # the loop renders none (no server)
+            text = exposition.generate_latest(_Families(snap.families))
+        else:
+            text = snap.text
+        return text + exposition.generate_latest(
+            _Families(self._live(snap)))
 
     def _live(self, snap):
         agent = self.agent

@@ -283,9 +283,11 @@ def test_a_plain_scrape_gets_the_snapshot_the_loop_rendered(sim):
     start(sim, 'a', {'hw:paging': 'adaptive'})
     start(sim, 'b', {'hw:paging': 'shadow'})
     agent = agent_for(sim)
+    agent.render_metrics = True         # as nova-paging-agent's, serving
     agent.reconcile()
     run(sim, 10)
     agent.sample()
+    assert agent.snapshot.text
     registry = prometheus_client.CollectorRegistry()
     metrics_ = collector.Collector(agent)
     registry.register(metrics_)
