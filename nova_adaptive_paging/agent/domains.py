@@ -18,20 +18,22 @@ guest unmanaged.
 Every call has a deadline.  libvirt's client waits for its daemon's
 answer for ever (a libvirtd that accepts and never answers held one
 call for minutes), so the calls run in a thread of their own
-(:class:`Deadlines`) and the caller gives up after ``timeout`` seconds:
-the call is logged and counted as libvirt being down, no other call is
-made until the hung one returns, and the loop, its stop and /metrics go
-on.  An open connection also runs libvirt's keepalive, which closes it
-(and so ends a hung call) when the daemon stops answering.
+(:class:`.call_thread.CallThread`) and the caller gives up after
+``timeout`` seconds: the call is logged and counted as libvirt being
+down, no other call is made until the hung one returns, and the loop,
+its stop and /metrics go on.  An open connection also runs libvirt's
+keepalive, which closes it (and so ends a hung call) when the daemon
+stops answering.
 """
 
 import dataclasses
 import logging
-import queue
 import threading
 import time
 
 import libvirt
+
+from nova_adaptive_paging.agent import call_thread
 
 LOG = logging.getLogger(__name__)
 
@@ -74,68 +76,6 @@ class LibvirtUnavailable(Exception):
     pass
 
 
-class _Call:
-    def __init__(self, what, fn, args):
-        self.what, self.fn, self.args = what, fn, args
-        self.started = time.monotonic()
-        self.done = threading.Event()
-        self.result = self.error = None
-
-
-class Deadlines:
-    """Runs calls in one daemon thread of its own, each under a deadline:
-    :meth:`call` returns its result, raises what it raised, or raises
-    LibvirtUnavailable when it has not returned after ``timeout``
-    seconds.  While a call hangs, the next one fails at once (a thread a
-    call is not made to pile up)."""
-
-    def __init__(self, uri, timeout):
-        self.uri = uri
-        self.timeout = timeout
-        self._queue = queue.SimpleQueue()
-        self._busy = None
-        self._thread = None
-
-    def _run(self):
-        while True:
-            call = self._queue.get()
-            try:
-                call.result = call.fn(*call.args)
-            except BaseException as exc:    # handed to the caller
-                call.error = exc
-            call.done.set()
-
-    def hung(self):
-        """The call that has not returned (what, since when), or None."""
-        busy = self._busy
-        if busy is None or busy.done.is_set():
-            return None
-        return busy.what, busy.started
-
-    def call(self, what, fn, *args, timeout=None):
-        hung = self.hung()
-        if hung is not None:
-            raise LibvirtUnavailable(
-                '%s: %s has not returned for %.0f s; no other call is made '
-                'until it does' % (self.uri, hung[0],
-                                   time.monotonic() - hung[1]))
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run,
-                                            name='libvirt-calls',
-                                            daemon=True)
-            self._thread.start()
-        call = self._busy = _Call(what, fn, args)
-        self._queue.put(call)
-        limit = self.timeout if timeout is None else timeout
-        if not call.done.wait(limit):
-            raise LibvirtUnavailable('%s: %s did not answer within %.0f s '
-                                     '([agent] libvirt_timeout)' % (
-                                         self.uri, what, limit))
-        if call.error is not None:
-            raise call.error
-        return call.result
-
-
 class Domains:
     """The running domains of ``uri``; ``wake(reason)`` is called from
     libvirt's event thread on every lifecycle event and on a lost
@@ -144,7 +84,14 @@ class Domains:
     def __init__(self, uri, wake=None, max_backoff=60.0,
                  clock=time.monotonic, timeout=30.0, keepalive_s=5):
         self.uri = uri
-        self.calls = Deadlines(uri, timeout)
+        self.calls = call_thread.CallThread(
+            timeout, lambda what, seconds: LibvirtUnavailable(
+                '%s: %s did not answer within %.0f s ([agent] '
+                'libvirt_timeout)' % (uri, what, seconds)),
+            lambda what, seconds: LibvirtUnavailable(
+                '%s: %s has not returned for %.0f s; no other call is '
+                'made until it does' % (uri, what, seconds)),
+            name='libvirt-calls')
         self.keepalive_s = keepalive_s
         self.wake = wake or (lambda reason: None)
         self.max_backoff = max_backoff

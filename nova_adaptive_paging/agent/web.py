@@ -20,11 +20,12 @@ an error at start.  So is ``basic_auth_users`` without
 Each connection is served in a thread of its own, TLS handshake
 included, and has ``[agent] connection_timeout`` in all: handshake,
 request and response (a per-read timeout would let a client that sends
-a byte now and then hold its slot for ever).  :class:`Deadlines` shuts a
-connection down when its time is up, which ends any read or write its
-thread is blocked in.  An idle or slow client holds its own thread,
-never the accept loop, and at most ``[agent] max_connections`` are
-served at once; one more is closed at once.  Scrapes themselves serve
+a byte now and then hold its slot for ever).
+:class:`ConnectionDeadlines` shuts a connection down when its time is
+up, which ends any read or write its thread is blocked in.  An idle or
+slow client holds its own thread, never the accept loop, and at most
+``[agent] max_connections`` are served at once; one more is closed at
+once.  Scrapes themselves serve
 the agent's last snapshot (:mod:`nova_adaptive_paging.telemetry.
 collector`) and never wait for its loop.
 """
@@ -184,7 +185,7 @@ class _BasicAuth:
         return [b'Unauthorized\n']
 
 
-class Deadlines:
+class ConnectionDeadlines:
     """Shuts connections down at their deadlines, from one thread."""
 
     def __init__(self):
@@ -251,7 +252,7 @@ class _Server(exposition.ThreadingWSGIServer):
 
     def setup_slots(self, limit):
         self._slots = threading.BoundedSemaphore(limit)
-        self._deadlines = Deadlines()
+        self._deadlines = ConnectionDeadlines()
 
     def process_request(self, request, client_address):
         if not self._slots.acquire(blocking=False):
