@@ -4,8 +4,13 @@ other mode would have saved it over the last window (MODELED figures of
 the agents' advisory mode).
 
 Hosts are named by the scraped ``instance`` without its port: the agents
-are scraped as ``<Nova's hypervisor host name>:<port>``
-(doc/source/deployment.rst, "Monitoring").
+are scraped as ``<Nova's host name>:<port>`` (doc/source/deployment.rst,
+"Monitoring"); or, where the deployment follows Watcher's convention
+(targets scraped by address, the host's name in a label such as
+``fqdn``), by that label.  A Watcher compute node's ``hostname`` finds
+its figures by the same rule as Watcher's own Prometheus datasource:
+the name itself, else the one fully qualified name it is the first
+label of (:meth:`Figures.resolve`).
 
 What cannot be true is dropped and counted (``Figures.dropped``), never
 weighed: a value that is not a finite number, a time observed that is
@@ -36,6 +41,17 @@ class Figures:
     # What was dropped: reason -> how many series.
     dropped: dict = dataclasses.field(default_factory=dict)
 
+    def resolve(self, hostname):
+        """The name these figures give Watcher's compute node
+        ``hostname``: itself, else the one FQDN whose first label it is
+        (``cmp-1`` for ``cmp-1.example.net``), else itself."""
+        names = set(self.pools) | {g.host for g in self.guests.values()}
+        if hostname in names:
+            return hostname
+        short = hostname.split('.')[0]
+        found = [n for n in names if '.' in n and n.split('.')[0] == short]
+        return found[0] if len(found) == 1 else hostname
+
 
 def host_name(instance):
     return instance.rsplit(':', 1)[0] if ':' in instance else instance
@@ -53,23 +69,31 @@ def _finite(value):
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def read(client, window, at=None):
+def read(client, window, at=None, fqdn_label=None):
     """:class:`Figures` from ``client`` (prometheus_api.Client); raises
-    its PrometheusError when Prometheus cannot answer."""
+    its PrometheusError when Prometheus cannot answer.  ``fqdn_label``:
+    the label that names a host, where there is one."""
+    def host_of(labels):
+        if fqdn_label and labels.get(fqdn_label):
+            return labels[fqdn_label]
+        return host_name(labels[Q.HOST])
+
     dropped = collections.Counter()
     modes = collections.defaultdict(set)
-    for labels, _ in client.query(Q.host_pool(), at):
-        modes[host_name(labels[Q.HOST])].add(labels['mode'])
+    keep = (fqdn_label,) if fqdn_label else ()
+    for labels, _ in client.query(Q.host_pool(*keep), at):
+        modes[host_of(labels)].add(labels['mode'])
     pools = {}
     for host, seen in modes.items():
         if len(seen) == 1:
             (pools[host],) = seen
         else:
             dropped['host-in-both-pools'] += 1
-    observed = {}
+    observed, hosts = {}, {}
     for labels, value in client.query(Q.name(M.ADVISED_SECONDS), at):
         if _finite(value) and value >= 0:
             observed[labels[Q.HOST], labels[M.GUEST_LABEL]] = value
+            hosts[labels[Q.HOST]] = host_of(labels)
         else:
             dropped['observed-not-finite'] += 1
     gains = {}
@@ -85,5 +109,5 @@ def read(client, window, at=None):
         # A guest seen on two hosts (migrated within the scrape's
         # staleness): its newest host is the one it has been on least.
         if known is None or seconds < known.observed_s:
-            guests[uuid] = GuestFigures(host_name(instance), seconds, gain)
+            guests[uuid] = GuestFigures(hosts[instance], seconds, gain)
     return Figures(pools, guests, dict(dropped))

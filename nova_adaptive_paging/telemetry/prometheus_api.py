@@ -18,20 +18,32 @@ class PrometheusError(exception.Error):
 
 
 class Client:
-    def __init__(self, url, timeout=60.0, session=None):
+    """``session``: a requests.Session (its auth, CA and client
+    certificate apply); ``method``: GET for endpoints that implement
+    only it (Aetos); ``name``: what errors call the endpoint."""
+
+    def __init__(self, url, timeout=60.0, session=None, method='POST',
+                 name=None):
         self.url = url.rstrip('/')
         self.timeout = timeout
         self.session = session or requests.Session()
+        self.method = method
+        self.name = name or '--prometheus %s' % self.url
 
     def query(self, expr, time=None):
         """Instant vector: [(labels dict, float)], NaN samples dropped."""
         params = {'query': expr}
         if time is not None:
             params['time'] = '%.3f' % time
-        where = '--prometheus %s' % self.url
+        where = self.name
+        body = 'params' if self.method == 'GET' else 'data'
         try:
-            resp = self.session.post(self.url + '/api/v1/query', data=params,
-                                     timeout=self.timeout)
+            # The session's CA and client certificate, given per request:
+            # requests lets REQUESTS_CA_BUNDLE override a session's.
+            resp = self.session.request(
+                self.method, self.url + '/api/v1/query',
+                timeout=self.timeout, verify=self.session.verify,
+                cert=self.session.cert, **{body: params})
         except requests.RequestException as exc:
             raise PrometheusError('%s: cannot reach it: %s'
                                   % (where, _reason(exc)))

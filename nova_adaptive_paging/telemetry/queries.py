@@ -127,9 +127,11 @@ def remembered_generation():
 
 
 # -- a fleet of paging pools (stock kernels, the paging_fit strategy) --------
-def host_pool():
-    """One series per stock host in a pool, with its ``mode``."""
-    return 'max by (%s, mode) (%s == 1)' % (HOST, name(M.HOST_PAGING_MODE))
+def host_pool(*keep):
+    """One series per stock host in a pool, with its ``mode`` (and the
+    labels ``keep``: a host-name label a deployment adds)."""
+    return 'max by (%s) (%s == 1)' % (by(HOST, 'mode', *keep),
+                                      name(M.HOST_PAGING_MODE))
 
 
 def in_pool(expr, adaptive_only=True):

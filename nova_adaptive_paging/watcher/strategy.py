@@ -19,16 +19,19 @@ applier asks for the move.  Why each other guest stays is logged.
 
 *Requirements*
 
-The project's agent in advisory mode on every stock host, scraped by a
-Prometheus this strategy can query (``[watcher_strategies.paging_fit]
-prometheus_url``), as ``<Nova's hypervisor host name>:<port>``.
+The project's agent in advisory mode on every stock host, scraped by
+the Prometheus Watcher's datasources use (Aetos, or ``[prometheus_client]``,
+with their authentication and ``fqdn_label``: :mod:`.source`) or by the
+one ``[watcher_strategies.paging_fit] prometheus_url`` names, each host
+named as Nova names it: ``instance="<host>:<port>"``, or its
+``fqdn_label``.
 
 *Limitations*
 
 The figures are the cost model's, not measurements.
 
-Why the project's PromQL and not Watcher's Prometheus datasource: that
-datasource answers a fixed table of host and instance meters (CPU,
+Why the project's PromQL and not Watcher's datasource classes (the same
+endpoint, though): they answer a fixed table of host and instance meters (CPU,
 memory, ...) and names instances by Nova's UUID only through its own
 label mapping; the figures this strategy weighs are the project's own
 per-guest series, whose names :mod:`nova_adaptive_paging.telemetry.
@@ -53,6 +56,7 @@ from nova_adaptive_paging.telemetry import prometheus_api
 from nova_adaptive_paging.pools import planner
 from nova_adaptive_paging.watcher import goal
 from nova_adaptive_paging.watcher import ledger
+from nova_adaptive_paging.watcher import source
 
 LOG = log.getLogger(__name__)
 
@@ -132,9 +136,15 @@ class PagingFit(base.BaseStrategy):
     @classmethod
     def get_config_opts(cls):
         return super().get_config_opts() + [
-            cfg.StrOpt('prometheus_url', default='http://127.0.0.1:9090',
+            cfg.StrOpt('prometheus_url', default='',
                        help='The Prometheus (or any PromQL endpoint) that '
-                            'scrapes the nova-paging agents.'),
+                            'scrapes the nova-paging agents, unauthenticated. '
+                            'Unset: the endpoint Watcher\'s datasources use, '
+                            'the first of aetos ([aetos_client]) and '
+                            'prometheus ([prometheus_client], its auth, CA, '
+                            'client certificate and fqdn_label) in this '
+                            'strategy\'s datasources or [watcher_datasources] '
+                            'datasources.'),
             cfg.FloatOpt('prometheus_timeout', default=30.0, min=1,
                          help='Seconds a query may take.'),
         ]
@@ -170,11 +180,10 @@ class PagingFit(base.BaseStrategy):
     def _read_figures(self, window_s):
         if self.figures is not None:
             return self.figures
-        client = prometheus_api.Client(self.config.prometheus_url,
-                                       timeout=self.config.prometheus_timeout)
         try:
-            return pool_figures.read(client, '%ds' % window_s,
-                                     self.figures_at)
+            where = source.for_strategy(self.config, self.osc)
+            return pool_figures.read(where.client, '%ds' % window_s,
+                                     self.figures_at, where.fqdn_label)
         except prometheus_api.PrometheusError as exc:
             raise watcher_exception.WatcherException(
                 'paging_fit: no figures, no move: %s' % exc)
@@ -194,8 +203,9 @@ class PagingFit(base.BaseStrategy):
         hosts, guests = [], []
         for node in model.get_all_compute_nodes().values():
             free = model.get_node_free_resources(node)
+            named = figures.resolve(node.hostname)
             hosts.append(planner.Host(
-                node.hostname, figures.pools.get(node.hostname),
+                node.hostname, figures.pools.get(named),
                 free['vcpu'], free['memory'], free['disk'],
                 enabled=(node.status == element.ServiceState.ENABLED.value
                          and node.state ==
@@ -210,7 +220,7 @@ class PagingFit(base.BaseStrategy):
                 except policy.PolicyError:
                     wanted = None
                 seen = figures.guests.get(inst.uuid)
-                current = seen is not None and seen.host == node.hostname
+                current = seen is not None and seen.host == named
                 guests.append(planner.Guest(
                     inst.uuid, node.hostname,
                     wanted.value if wanted is not None else '',
@@ -218,7 +228,8 @@ class PagingFit(base.BaseStrategy):
                     observed_s=seen.observed_s if current else None,
                     window_gain_s=seen.window_gain_s if current else None,
                     moves=tuple(
-                        (now - at, figures.pools.get(dest, dest))
+                        (now - at, figures.pools.get(figures.resolve(dest),
+                                                     dest))
                         for at, dest in moves.history.get(inst.uuid, ()))))
         return hosts, guests
 
@@ -227,7 +238,7 @@ class PagingFit(base.BaseStrategy):
         cluster's when the audit's scope leaves their guest out; unknown
         if neither has it)."""
         out, models = [], [self.compute_model]
-        for uuid, source, dest in moves.pending:
+        for uuid, src, dest in moves.pending:
             need = None
             for i in range(2):
                 if i == len(models):
@@ -236,7 +247,7 @@ class PagingFit(base.BaseStrategy):
                 if inst is not None:
                     need = (inst.vcpus, inst.memory, inst.disk)
                     break
-            out.append(planner.Pending(uuid, source, dest, need))
+            out.append(planner.Pending(uuid, src, dest, need))
         return out
 
     def _whole_model(self):

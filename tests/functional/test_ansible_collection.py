@@ -412,7 +412,9 @@ def test_pools_persist_each_nodes_parameter_and_configure_the_strategy(
                            '50-nova-adaptive-paging.conf')) as f:
         conf = f.read()
     assert '[watcher_strategies.paging_fit]' in conf
-    assert 'prometheus_url = http://' in conf
+    # No URL of its own: Watcher's datasources' endpoint.
+    assert 'prometheus_url =' not in conf
+    assert 'prometheus_timeout = 30' in conf
     again = site.play('pools.yml', inventory=inventory)
     assert again.returncode == 0
     assert all(r['changed'] == 0 for r in site.recap(again.stdout).values())

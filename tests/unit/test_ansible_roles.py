@@ -1,6 +1,7 @@
 """The collection's files against the package's one source of each
 name: what the roles write must say what the package means."""
 
+import configparser
 import os
 import re
 import subprocess
@@ -197,3 +198,18 @@ def test_site_leaves_stock_hosts_without_a_dkms_source_alone(tmp_path):
     assert ('pool-1: kvm_patch skipped, a member of the shadow pool keeps '
             'its stock kernel') in text
     assert 'not found' not in text
+
+
+def test_the_strategys_options_leave_the_endpoint_to_watcher_by_default():
+    conf = configparser.ConfigParser()
+    conf.read_string(render('pools', 'watcher.conf.j2',
+                            pools_prometheus_url='',
+                            pools_prometheus_timeout=30))
+    assert dict(conf['watcher_strategies.paging_fit']) == {
+        'prometheus_timeout': '30'}
+    conf = configparser.ConfigParser()
+    conf.read_string(render('pools', 'watcher.conf.j2',
+                            pools_prometheus_url='http://mon-001:9090',
+                            pools_prometheus_timeout=30))
+    assert conf['watcher_strategies.paging_fit']['prometheus_url'] == (
+        'http://mon-001:9090')

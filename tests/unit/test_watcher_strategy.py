@@ -8,8 +8,12 @@ real Prometheus).
 A process of its own (tox.ini): Watcher's options and Nova's share names
 in oslo.config's global CONF, and the filter's tests import Nova."""
 
+import base64
 import json
 import math
+import os
+import subprocess
+import sys
 import uuid as uuidlib
 
 import jsonschema
@@ -29,6 +33,7 @@ from nova_adaptive_paging.watcher import ledger
 from nova_adaptive_paging.watcher import strategy as strategylib
 
 HOUR = 3600.0
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..')
 
 
 @pytest.fixture(scope='module')
@@ -81,7 +86,8 @@ def test_watcher_lists_the_goal_and_the_strategy(watcher_conf):
     assert strategies['paging_fit'] is strategylib.PagingFit
     s = watcher_loading.DefaultStrategyLoader().load('paging_fit')
     assert s.goal.name == 'paging_fit'
-    assert s.config.prometheus_url.startswith('http')
+    # No endpoint of its own by default: Watcher's datasources' one.
+    assert s.config.prometheus_url == '' and s.config.datasources is None
 
 
 def test_the_strategy_proposes_watchers_live_migrate(watcher_conf):
@@ -155,7 +161,7 @@ def test_a_prometheus_that_is_down_fails_the_audit_moving_nothing(
     instance(model, hap)
     s = strategy_for(model, None)
     s.config = watcher_utils.Struct(prometheus_url='http://127.0.0.1:9',
-                                    prometheus_timeout=2.0)
+                                    prometheus_timeout=2.0, datasources=None)
     with pytest.raises(watcher_exception.WatcherException) as err:
         s.execute()
     assert 'no figures, no move' in str(err.value)
@@ -566,3 +572,144 @@ def test_guests_that_keep_flipping_cannot_starve_the_others(watcher_conf):
               for n in guests if n.startswith('honest')]
     assert None not in firsts, firsts
     assert max(firsts) <= 8, firsts
+
+
+# -- the endpoint: Watcher's own configuration -------------------------------
+@pytest.fixture(scope='module')
+def tls(tmp_path_factory):
+    """A self-signed certificate for 127.0.0.1 (its own CA), used by the
+    endpoint below and as the client certificate."""
+    d = tmp_path_factory.mktemp('tls')
+    subprocess.run(
+        ['openssl', 'req', '-x509', '-newkey', 'rsa:2048', '-nodes',
+         '-days', '2', '-subj', '/CN=127.0.0.1', '-addext',
+         'subjectAltName=IP:127.0.0.1', '-keyout', str(d / 'key.pem'),
+         '-out', str(d / 'cert.pem')], check=True, capture_output=True,
+        timeout=60)
+    return str(d / 'cert.pem'), str(d / 'key.pem')
+
+
+class Endpoint:
+    """tests/unit/query_endpoint.py in a process of its own (eventlet's
+    monkey patching here): an HTTPS stand-in for Prometheus's query API
+    that logs how it was asked (``seen``)."""
+
+    def __init__(self, tls, series, workdir):
+        self.log = workdir / 'asked.jsonl'
+        (workdir / 'series.json').write_text(json.dumps(series))
+        self.proc = subprocess.Popen(
+            [sys.executable, '-m', 'tests.unit.query_endpoint', tls[0],
+             tls[1], str(workdir / 'series.json'), str(self.log)],
+            stdout=subprocess.PIPE, text=True, cwd=REPO)
+        self.port = int(self.proc.stdout.readline())
+
+    @property
+    def seen(self):
+        if not self.log.exists():
+            return []
+        lines = self.log.read_text().splitlines()
+        return [json.loads(line) for line in lines]
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        self.proc.stdout.close()
+
+
+def fqdn_fleet():
+    """Watcher's model names hosts as nova-compute does (short names);
+    the scrape targets are addresses, the names in an ``fqdn`` label
+    (Watcher's convention for its Prometheus datasources)."""
+    model, hap, _ = fleet_model()
+    guest = instance(model, hap)
+    label = pool_figures.M.GUEST_LABEL
+    hap_labels = {'instance': '192.0.2.11:9782', 'fqdn': 'hap-1.example.net'}
+    shadow_labels = {'instance': '192.0.2.12:9782',
+                     'fqdn': 'shadow-1.example.net'}
+    series = {
+        'pool': [(dict(hap_labels, mode='hap'), 1),
+                 (dict(shadow_labels, mode='shadow'), 1)],
+        'observed': [(dict(hap_labels, **{label: guest.uuid}), 10 * HOUR)],
+        'gain': [(dict(hap_labels, **{label: guest.uuid}), 600)]}
+    return model, guest, series
+
+
+def figures_from_watchers_config(model, osc=None):
+    s = strategy_for(model, None)
+    s.figures = None
+    s.config = watcher_utils.Struct(prometheus_url='', prometheus_timeout=5.0,
+                                    datasources=None)
+    s._osc = osc
+    return s
+
+
+def test_the_figures_come_from_watchers_prometheus_client(
+        watcher_conf, tls, tmp_path):
+    # [prometheus_client]: basic auth, the CA (so https), a client
+    # certificate, and the host names in its fqdn_label.
+    model, guest, series = fqdn_fleet()
+    endpoint = Endpoint(tls, series, tmp_path)
+    conf = {'host': '127.0.0.1', 'port': endpoint.port, 'username': 'watcher',
+            'password': 's3cret', 'cafile': tls[0], 'certfile': tls[0],
+            'keyfile': tls[1], 'fqdn_label': 'fqdn'}
+    try:
+        for key, value in conf.items():
+            watcher_conf.set_override(key, value, group='prometheus_client')
+        watcher_conf.set_override('datasources', ['gnocchi', 'prometheus'],
+                                  group='watcher_datasources')
+        solution = figures_from_watchers_config(model).execute()
+    finally:
+        endpoint.stop()
+        for key in conf:
+            watcher_conf.clear_override(key, group='prometheus_client')
+        watcher_conf.clear_override('datasources', group='watcher_datasources')
+    assert arrivals(solution) == {'shadow-1': 1}
+    assert len(endpoint.seen) == 3
+    basic = 'Basic ' + base64.b64encode(b'watcher:s3cret').decode()
+    for asked in endpoint.seen:
+        assert asked['client_cert']
+        assert asked['headers']['Authorization'] == basic
+    # The pool query keeps the host-name label.
+    assert any('fqdn' in a['query'] and 'mode' in a['query']
+               for a in endpoint.seen)
+
+
+def test_the_figures_come_from_aetos_by_default(
+        watcher_conf, tls, tmp_path):
+    # Watcher's default datasources list Aetos first of the two: the
+    # metric-storage endpoint of Keystone's catalog, with Watcher's
+    # Keystone token (keystoneauth's session; a token plugin stands for
+    # Keystone, which is not here).
+    from keystoneauth1 import session as ka_session
+    from keystoneauth1 import token_endpoint
+    from watcher.common import clients
+    model, guest, series = fqdn_fleet()
+    endpoint = Endpoint(tls, series, tmp_path)
+    osc = clients.OpenStackClients()
+    osc._session = ka_session.Session(
+        auth=token_endpoint.Token('https://127.0.0.1:%d/' % endpoint.port,
+                                  'a-keystone-token'), verify=tls[0])
+    try:
+        watcher_conf.set_override('fqdn_label', 'fqdn', group='aetos_client')
+        solution = figures_from_watchers_config(model, osc).execute()
+    finally:
+        endpoint.stop()
+        watcher_conf.clear_override('fqdn_label', group='aetos_client')
+    assert arrivals(solution) == {'shadow-1': 1}
+    assert [a['method'] for a in endpoint.seen] == ['GET'] * 3
+    assert all(a['headers']['X-Auth-Token'] == 'a-keystone-token'
+               for a in endpoint.seen)
+
+
+def test_no_endpoint_configured_fails_the_audit_with_one_line(watcher_conf):
+    model, _, _ = fqdn_fleet()
+    watcher_conf.set_override('datasources', ['gnocchi'],
+                              group='watcher_datasources')
+    try:
+        with pytest.raises(watcher_exception.WatcherException) as err:
+            figures_from_watchers_config(model).execute()
+    finally:
+        watcher_conf.clear_override('datasources', group='watcher_datasources')
+    text = str(err.value)
+    assert 'prometheus_url' in text and 'gnocchi' in text
+    assert '\n' not in text
