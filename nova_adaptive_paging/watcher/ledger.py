@@ -84,9 +84,15 @@ class WatcherLedger:
                     pending.append(_move(a))
         since = datetime.datetime.fromtimestamp(
             now - DAY_S, datetime.timezone.utc).replace(tzinfo=None)
-        for a in sorted(objects.Action.list(self.context, filters={
-                'state': action_state.SUCCEEDED, 'updated_at__gte': since}),
-                key=lambda a: a.updated_at or a.created_at):
+        # Done within the day: updated then (the applier saves the state
+        # it reaches), or created then and never updated.
+        done = {}
+        for stamp in ('updated_at__gte', 'created_at__gte'):
+            for a in objects.Action.list(self.context, filters={
+                    'state': action_state.SUCCEEDED, stamp: since}):
+                done[a.uuid] = a
+        for a in sorted(done.values(),
+                        key=lambda a: a.updated_at or a.created_at):
             if a.action_type != MIGRATE:
                 continue
             uuid, source, dest = _move(a)

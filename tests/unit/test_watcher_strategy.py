@@ -14,6 +14,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 import uuid as uuidlib
 
 import jsonschema
@@ -389,7 +390,7 @@ def watcher_db(watcher_conf):
     fixture.cleanUp()
 
 
-def save_plan(solution, state='RECOMMENDED'):
+def save_plan(solution, state='RECOMMENDED', action_state='PENDING'):
     """The plan as Watcher's decision engine saves it, in Watcher's
     database (its DB API; its objects would send notifications, and no
     message bus runs here): an action plan of an audit of the goal and
@@ -416,7 +417,7 @@ def save_plan(solution, state='RECOMMENDED'):
             'uuid': str(uuidlib.uuid4()), 'action_plan_id': plan.id,
             'action_type': action['action_type'],
             'input_parameters': action['input_parameters'],
-            'state': 'PENDING', 'parents': []})
+            'state': action_state, 'parents': []})
     return lambda new: db.update_action_plan(plan.uuid, {'state': new})
 
 
@@ -437,6 +438,28 @@ def test_an_audit_counts_the_moves_of_plans_watcher_holds(watcher_db):
     again = strategy_for(model_b, fig_b,
                          moves=ledger.WatcherLedger(watcher_db))
     assert arrivals(again.execute()) == {'shadow-1': 2}
+
+
+def test_moves_watcher_carried_out_are_each_guests_history(watcher_db):
+    # A move that succeeded (Watcher's database; the model shows the
+    # guest landed), audited three hours later, past its cool-down: with
+    # a cap of one move a day, the guest stays, however much it would
+    # gain.
+    model, hap, shadow = fleet_model()
+    guest = instance(model, shadow)
+    done = watcher_utils.Struct(actions=[{
+        'action_type': 'migrate', 'input_parameters': {
+            'resource_id': guest.uuid, 'migration_type': 'live',
+            'source_node': 'hap-1', 'destination_node': 'shadow-1'}}])
+    save_plan(done, state='SUCCEEDED', action_state='SUCCEEDED')
+    figures = figures_for(POOLS, g=(guest, 'shadow-1', 10 * HOUR, 900))
+    s = strategy_for(model, figures, moves=ledger.WatcherLedger(watcher_db),
+                     moves_per_day=1)
+    s.figures_at = time.time() + 3 * HOUR
+    assert not s.execute().actions
+    assert s.plan.held(planner.DAY_CAP)[0].guest.uuid == guest.uuid
+    # Its landing is in the model: it holds no room anywhere.
+    assert not s.plan.held(planner.IN_FLIGHT)
 
 
 def test_a_pending_move_of_unknown_size_closes_its_destination(
