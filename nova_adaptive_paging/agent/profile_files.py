@@ -13,7 +13,10 @@ write.  The agent (which may run as root) reads a profile only when:
 * a symbolic link is followed only when root or the agent's user made
   it and the file it names has the link's owner (the rule of Linux's
   ``fs.protected_symlinks``): a link into another user's file is never
-  read.
+  read.  Every link met on the way is held to that rule, a directory's
+  included (:func:`_follow`): a good link into a directory another
+  user controls would otherwise lead through that user's own link to
+  any file of the good link's owner.
 
 A file refused is :class:`profiles.ProfileError` naming the file and
 the reason, never its content.
@@ -27,6 +30,8 @@ from nova_adaptive_paging import profiles
 
 # A profile is a few hundred bytes; a file this large is not one.
 MAX_BYTES = 64 * 1024
+# The kernel's own limit on the links of one path lookup (MAXSYMLINKS).
+MAX_LINKS = 40
 
 
 def trusted_owners():
@@ -59,6 +64,44 @@ def _refuse(path, reason):
     return profiles.ProfileError(str(path), '(file)', reason)
 
 
+def _follow(path, owners):
+    """Where the link ``path`` leads, resolved one name at a time:
+    every further link on the way (the target's, a directory's) must
+    have been made by one of ``owners``, as the first one was; else
+    ProfileError naming that link.  ``os.path.realpath`` would follow
+    them all, whoever made them."""
+    resolved = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    names = os.readlink(path).split('/')
+    if not names[0]:
+        resolved = '/'
+    links = 1
+    while names:
+        name = names.pop(0)
+        if name in ('', '.'):
+            continue
+        if name == '..':
+            resolved = os.path.dirname(resolved)
+            continue
+        here = os.path.join(resolved, name)
+        st = os.lstat(here)
+        if not stat.S_ISLNK(st.st_mode):
+            resolved = here
+            continue
+        links += 1
+        if links > MAX_LINKS:
+            raise _refuse(path, 'refused: more than %d symbolic links'
+                          % MAX_LINKS)
+        if st.st_uid not in owners:
+            raise _refuse(path, 'refused: it leads through %s, a symbolic '
+                          'link made by %s, not by root or the agent\'s '
+                          'user' % (here, _owner(st.st_uid)))
+        text = os.readlink(here)
+        if text.startswith('/'):
+            resolved = '/'
+        names[:0] = text.split('/')
+    return resolved
+
+
 def read_text(path, owners=None, max_bytes=MAX_BYTES):
     """The text of the profile file ``path``; ProfileError (naming the
     file and why, nothing of its content) when it may not be read."""
@@ -76,7 +119,10 @@ def read_text(path, owners=None, max_bytes=MAX_BYTES):
         if link.st_uid not in owners:
             raise _refuse(path, 'refused: a symbolic link made by %s, not '
                           'by root or the agent\'s user' % _owner(link.st_uid))
-        target = os.path.realpath(path)
+        try:
+            target = _follow(path, owners)
+        except OSError as exc:
+            raise _refuse(path, exc.strerror or str(exc))
     try:
         fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW
                      | os.O_NOCTTY | os.O_CLOEXEC)

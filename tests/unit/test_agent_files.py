@@ -144,6 +144,39 @@ def test_a_refused_file_is_never_read(tmp_path):
     assert 'more than a profile' in str(exc.value)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason='makes a link of another '
+                    'user (lchown), as an attacker on the host would')
+def test_every_link_on_the_way_to_a_profile_is_held_to_the_rule(tmp_path):
+    """A link root made, into a directory another user controls: that
+    user's own link there led the agent to any of root's files (a
+    secret was read as a profile).  Every link met is checked, a
+    directory's too; links of trusted owners all the way still work."""
+    profile_dir = tmp_path / 'profiles'
+    profile_dir.mkdir()
+    secret = _write(tmp_path / 'secret', SECRET, 0o600)
+    theirs = tmp_path / 'theirs'
+    theirs.mkdir()
+    os.chown(theirs, OTHER_UID, OTHER_UID)
+    os.symlink(secret, theirs / 'b.yaml')
+    os.lchown(theirs / 'b.yaml', OTHER_UID, OTHER_UID)
+    os.symlink(theirs / 'b.yaml', profile_dir / 'file.yaml')
+    os.symlink(secret.parent, theirs / 'd')
+    os.lchown(theirs / 'd', OTHER_UID, OTHER_UID)
+    os.symlink(theirs / 'd' / 'secret', profile_dir / 'dir.yaml')
+    for name, via in (('file.yaml', theirs / 'b.yaml'),
+                      ('dir.yaml', theirs / 'd')):
+        with pytest.raises(profiles.ProfileError) as exc:
+            profile_files.read_text(str(profile_dir / name))
+        assert 'leads through %s, a symbolic link made by uid %d' % (
+            via, OTHER_UID) in str(exc.value)
+    good = tmp_path / 'real'
+    good.mkdir()
+    _write(good / 'zen3.yaml', ZEN3)
+    os.symlink('real', tmp_path / 'alias')
+    os.symlink('../alias/./zen3.yaml', profile_dir / 'zen3.yaml')
+    assert profile_files.read_text(str(profile_dir / 'zen3.yaml')) == ZEN3
+
+
 def test_a_profile_error_line_repeats_nothing_of_the_file():
     """What a file holds stays out of the agent's line: a value, an
     unknown key, YAML's quote of what it found."""
