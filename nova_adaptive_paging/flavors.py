@@ -6,8 +6,9 @@ placement's ``required=``, so the capable hosts are among the at most
 ``[scheduler] max_placement_results`` candidates however few they are.
 :func:`set_policy` writes the pair in one step (and removes the other
 modes' traits and companions left from an earlier policy), through
-openstacksdk's compute proxy.  The scheduler filter catches a flavor
-where the two disagree.
+openstacksdk's compute proxy, and refuses to leave a flavor whose other
+trait keys contradict the policy.  The scheduler catches a flavor where
+the two disagree when it was written by other means.
 """
 
 from nova_adaptive_paging import capabilities
@@ -21,13 +22,23 @@ def plan(current, paging_policy, pools=False):
     every key this package does not own alone."""
     wanted = (capabilities.flavor_extra_specs(paging_policy, pools)
               if paging_policy is not None else {})
-    # The result must be a flavor the validators and the filter accept.
+    # What this package writes must be valid on its own ...
     policy.from_extra_specs(wanted)
     to_write = {key: value for key, value in wanted.items()
                 if current.get(key) != value}
     to_remove = sorted(key for key in current
                        if capabilities.owned_extra_spec(key)
                        and key not in wanted)
+    # ... and so must the flavor it leaves: a key of the operator's that
+    # this package does not own (a granular group's
+    # trait1:CUSTOM_PAGING_SWITCHING=forbidden) can contradict the
+    # policy, and the scheduler would refuse every boot.  Here the whole
+    # flavor is seen, as nova-api's per-key validators never see it; the
+    # PolicyError names the key and the trait, and nothing is written.
+    result = {key: value for key, value in current.items()
+              if key not in to_remove}
+    result.update(to_write)
+    capabilities.flavor_policy(result)
     return to_write, to_remove
 
 

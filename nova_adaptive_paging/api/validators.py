@@ -6,64 +6,20 @@ these even valid values are refused.  The value rules come from
 :mod:`nova_adaptive_paging.policy`.
 
 Nova validates one key at a time and hands a validator the key and its
-value only, so a rule across keys can be checked where one request
-carries them together: each of these validators reads the other extra
-specs of the request it validates (:func:`request_extra_specs`) and
-refuses what ``nova-paging policy check`` refuses, such as
-``hw:paging=adaptive`` beside ``trait:CUSTOM_PAGING_SWITCHING=forbidden``
-or ``hw:paging_interval`` beside ``hw:paging=hap``.  Keys set over
-several requests are refused by the scheduler (RequestFilterFailed,
-whose reason reaches the NoValidHost fault) and flagged by ``nova-paging
-policy check``.
+value only, so these check each key's value alone.  The rules across keys
+(the companions only with ``hw:paging=adaptive``; no trait key that
+forbids what ``hw:paging`` needs) are checked where the whole flavor is
+seen: by the scheduler (RequestFilterFailed, whose reason reaches the
+NoValidHost fault; AdaptivePagingFilter when the request filter is off),
+by ``nova-paging policy check`` and by ``nova-paging flavor set`` (which
+refuses to leave a flavor that contradicts itself).  A request's other
+keys are not the flavor, and Nova gives a validator no way to see either.
 """
 
-import dataclasses
-import sys
-
 from nova.api.validation.extra_specs import base
-from nova import exception
 
-from nova_adaptive_paging import capabilities
 from nova_adaptive_paging import policy
 from nova_adaptive_paging import vocabulary
-
-# nova.api.openstack.compute.flavors_extraspecs.FlavorExtraSpecsController:
-# the method that loops over one request's extra specs calling Nova's
-# validate(name, value), and its argument holding them.
-_CALLER, _ARGUMENT = '_check_extra_specs_value', 'specs'
-
-
-def request_extra_specs(depth=8):
-    """The extra specs of the API request being validated, or None when
-    not called from Nova's loop over them (another Nova, a unit test):
-    the cross-key rule is then the scheduler's alone."""
-    frame = sys._getframe(1)
-    for _ in range(depth):
-        if frame is None:
-            return None
-        if frame.f_code.co_name == _CALLER:
-            specs = frame.f_locals.get(_ARGUMENT)
-            return specs if isinstance(specs, dict) else None
-        frame = frame.f_back
-    return None
-
-
-@dataclasses.dataclass
-class PagingValidator(base.ExtraSpecValidator):
-    """Nova's validator, and the request's keys checked together."""
-
-    def validate(self, name, value):
-        super().validate(name, value)
-        specs = request_extra_specs()
-        if specs is None:
-            return
-        try:
-            capabilities.flavor_policy(
-                {str(k): str(v) for k, v in specs.items()})
-        except policy.PolicyError as exc:
-            raise exception.ValidationError(
-                'Validation failed; %s.' % exc)
-
 
 _PAIRS = ', '.join('%s: ``%s=%s``' % (
     paging.value, vocabulary.trait_spec_key(trait),
@@ -71,7 +27,7 @@ _PAIRS = ', '.join('%s: ``%s=%s``' % (
     for paging, trait in vocabulary.REQUIRED_TRAIT.items())
 
 EXTRA_SPEC_VALIDATORS = [
-    PagingValidator(
+    base.ExtraSpecValidator(
         name=vocabulary.KEY_POLICY,
         description=(
             'Paging mode of the guest. ``adaptive`` lets the host switch '
@@ -85,7 +41,7 @@ EXTRA_SPEC_VALIDATORS = [
             'model, memory encryption.' % _PAIRS),
         value={'type': str, 'enum': list(vocabulary.POLICIES)},
     ),
-    PagingValidator(
+    base.ExtraSpecValidator(
         name=vocabulary.KEY_INTERVAL,
         description=(
             'Sampling interval, in seconds, of the adaptive-paging '
@@ -93,7 +49,7 @@ EXTRA_SPEC_VALIDATORS = [
         value={'type': int, 'min': policy.INTERVAL_MIN,
                'max': policy.INTERVAL_MAX},
     ),
-    PagingValidator(
+    base.ExtraSpecValidator(
         name=vocabulary.KEY_PROFILE,
         description=(
             'Name of the threshold profile to use instead of the one '

@@ -98,10 +98,11 @@ def active():
 def require_paging_trait(ctxt, request_spec):
     """Add the trait ``hw:paging`` needs to the root provider's required
     traits, unless the flavor or image already requires it; True if it
-    added one (Nova's request-filter convention).  A flavor Nova's API
-    could not check (set below microversion 2.86, or its keys set over
-    several requests) is refused with RequestFilterFailed naming the key
-    and, for a contradiction, the trait."""
+    added one (Nova's request-filter convention).  A flavor whose keys
+    contradict each other (Nova's API checks each key alone) or that
+    Nova's API did not check (set below microversion 2.86) is refused
+    with RequestFilterFailed naming the key and, for a contradiction, the
+    trait."""
     if not active():
         return False
     from nova import exception as nova_exception

@@ -85,6 +85,24 @@ def test_a_policy_nova_would_refuse_is_never_written():
                                              interval_s=5))
 
 
+def test_a_flavor_left_contradicting_itself_is_never_written():
+    # The operator's granular key forbids what adaptive needs: writing the
+    # pair would leave a flavor the scheduler refuses at every boot.
+    current = dict(SHARED, **{'trait1:CUSTOM_PAGING_SWITCHING': 'forbidden'})
+    with pytest.raises(policy.PolicyError) as exc:
+        flavors.plan(current, policy.PagingPolicy(
+            vocabulary.Paging.ADAPTIVE))
+    assert "trait1:CUSTOM_PAGING_SWITCHING='forbidden'" in str(exc.value)
+    assert 'hw:paging=adaptive' in str(exc.value)
+    # Forbidding a trait the policy does not need is the operator's right
+    # (adaptive in pools staying off switching hosts), and unset leaves
+    # no hw:paging for the key to contradict.
+    assert flavors.plan(current, policy.PagingPolicy(
+        vocabulary.Paging.ADAPTIVE), pools=True) == (
+        {'hw:paging': 'adaptive', 'trait:CUSTOM_PAGING_POOL': 'required'}, [])
+    assert flavors.plan(current, None) == ({}, [])
+
+
 @pytest.mark.parametrize('args, expected', [
     (['set', 'm1', '--paging', 'hap', '--interval', '5'],
      'error: invalid hw:paging_interval=5: expected no value'),
