@@ -4,12 +4,22 @@ These options live in Nova's own configuration (oslo's global
 ``cfg.CONF``, which nova-scheduler parses), not in the agent's file: the
 scheduler filter and its request filter run inside nova-scheduler.  The
 group shares its name with the agent's (:mod:`.adaptive_paging`), as the
-two never share a file.
+two never share a file, but not its help: nova.conf's sample says what
+the section means in nova.conf.
 """
 
 from oslo_config import cfg
 
-from nova_adaptive_paging.conf import adaptive_paging
+adaptive_paging_group = cfg.OptGroup(
+    'adaptive_paging',
+    title='Adaptive paging options (nova-scheduler)',
+    help="""
+Options of nova-adaptive-paging in nova.conf, read by nova-scheduler when
+its ``[filter_scheduler] enabled_filters`` has AdaptivePagingFilter: whether
+the filter adds its request filter to Nova's, and where the request
+filter's state is exported. The compute-node agent's options of the same
+section live in the agent's own file.
+""")
 
 scheduler_opts = [
     cfg.BoolOpt('request_filter',
@@ -44,12 +54,12 @@ directory does not exist (the default is Debian's
 
 
 def register_opts(conf):
-    conf.register_group(adaptive_paging.adaptive_paging_group)
-    conf.register_opts(scheduler_opts,
-                       group=adaptive_paging.adaptive_paging_group)
+    conf.register_group(adaptive_paging_group)
+    conf.register_opts(scheduler_opts, group=adaptive_paging_group)
 
 
 def list_opts():
     """For ``oslo-config-generator --namespace
-    nova_adaptive_paging.scheduler`` (nova.conf's part)."""
-    return [(adaptive_paging.adaptive_paging_group, scheduler_opts)]
+    nova_adaptive_paging.scheduler`` (nova.conf's part): the entry point
+    takes (group, options) pairs."""
+    return [(adaptive_paging_group, scheduler_opts)]

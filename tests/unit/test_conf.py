@@ -41,3 +41,20 @@ def test_generator_writes_the_sample(tmp_path):
     assert groups == ['adaptive_paging', 'agent', 'nova', 'placement']
     assert '#reconcile_interval = 60' in text
     assert '#compute_node_name = <None>' in text
+
+
+def test_generator_writes_the_nova_conf_part(tmp_path):
+    # nova.conf's [adaptive_paging], as an operator generates it for the
+    # scheduler hosts: the scheduler's options under the section's help
+    # for nova.conf, none of the agent's.
+    out = tmp_path / 'nova.conf.sample'
+    conf = cfg.ConfigOpts()
+    generator.register_cli_opts(conf)
+    conf(['--namespace', 'nova_adaptive_paging.scheduler',
+          '--output-file', str(out)])
+    generator.generate(conf)
+    text = out.read_text()
+    assert '#request_filter = true' in text
+    assert 'read by nova-scheduler' in text
+    assert 'compute node' not in text
+    assert 'default_policy' not in text
