@@ -39,6 +39,13 @@ added (one error in the log and
 the pair schedule as before, and AdaptivePagingFilter refuses a flavor
 with ``hw:paging`` alone, saying so in the scheduler's log, rather than
 letting it land on a host that cannot give its mode.
+
+Related options:
+
+* ``[filter_scheduler] enabled_filters``: without AdaptivePagingFilter in
+  it, the request filter is neither added nor run, whatever this says.
+* ``[adaptive_paging] textfile_collector_dir``: where its state is
+  exported.
 """),
     cfg.StrOpt('textfile_collector_dir',
                default='/var/lib/prometheus/node-exporter',
@@ -48,7 +55,14 @@ writes ``nova_paging_scheduler.prom``: the state of the request filter
 (registered, disabled or failed), for Prometheus and the
 NovaPagingRequestFilterFailed alert. Nothing is written when the
 directory does not exist (the default is Debian's
-``prometheus-node-exporter``'s); empty: never write it.
+``prometheus-node-exporter``'s); empty: never write it. The user
+nova-scheduler runs as must be able to write there: a write that fails
+is one warning in the scheduler's log, and the alert then has nothing
+to fire on.
+
+Related options:
+
+* ``[adaptive_paging] request_filter``
 """),
 ]
 
