@@ -95,8 +95,9 @@ ROOT = click.option('--root', required=True,
               help='The VM cannot run in shadow mode.')
 def sim_vm_start(root, timeout, name, trace_ref, extra, flavor, no_shadow):
     """Start domain NAME running a trace."""
-    # Refused here, as Nova's API would refuse the flavor, before any
-    # request reaches the sim-host.
+    # Refused here, as Nova would refuse the flavor (its API a bad value,
+    # its scheduler keys that contradict each other), before any request
+    # reaches the sim-host.
     specs = common.key_values(extra)
     capabilities.flavor_policy(specs)
     control.request(root, {'op': 'start', 'name': name, 'trace': trace_ref,
