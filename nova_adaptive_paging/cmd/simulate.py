@@ -174,11 +174,5 @@ def _compare(hws, trace_paths, interval, threshold_paths):
                'oracle\'s on steady traces; * misses the goal (>= %.0f %%, '
                '<= %.0f %%, none)' % (assess.GOAL_CAPTURE * 100,
                                       assess.GOAL_REGRET * 100))
-    width = max(len(label) for label, _ in table)
-    cols = [hw.name for hw in hws]
-    colw = max(22, max(len(c) for c in cols) + 2)
-    click.echo('%-*s' % (width, '') + ''.join('%*s' % (colw, c)
-                                              for c in cols))
-    for label, row in table:
-        click.echo('%-*s' % (width, label) + ''.join(
-            '%*s' % (colw, assess.format_cell(s)) for s in row))
+    for line in assess.format_table([hw.name for hw in hws], table):
+        click.echo(line)
