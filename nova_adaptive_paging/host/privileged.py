@@ -29,13 +29,18 @@ Ansible role's pidfile mode, :class:`Transport` points oslo.privsep's
 Every call has a deadline: the daemon must start within the agent's
 ``[agent] privsep_timeout`` (else :class:`Unavailable`, one line, and
 the helper it ran is ended) and each call must answer within it (else
-oslo.privsep's timeout error, counted by the caller).
+oslo.privsep's timeout error, counted by the caller).  A daemon that
+ended (the OOM killer of the unit's cgroup) is started again under the
+same deadline: oslo.privsep would start it inside the next call and
+wait for its helper's connection without end.
 """
 
 import errno
+import logging
 import os
 import re
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -50,6 +55,8 @@ from nova_adaptive_paging import exception
 from nova_adaptive_paging.host import perf
 from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.host import vmfd
+
+LOG = logging.getLogger(__name__)
 
 # The agent's runtime directory (systemd's RuntimeDirectory): the only
 # place sudo lets the privsep socket be.
@@ -231,6 +238,37 @@ def _children():
     return pids
 
 
+def _hang_up_on_start():
+    """A start that timed out waits in accept(2) on its socket for ever
+    (oslo.privsep gives it no deadline), holding oslo.privsep's start
+    lock, so no later start could run: connect to that socket, this
+    process's own listening ``privsep.sock`` (matched by inode), and
+    hang up, and the start fails at once."""
+    ours = set()
+    for fd in os.listdir('/proc/self/fd'):
+        try:
+            link = os.readlink('/proc/self/fd/%s' % fd)
+        except OSError:
+            continue
+        if link.startswith('socket:['):
+            ours.add(link[len('socket:['):-1])
+    try:
+        with open('/proc/self/net/unix') as f:
+            rows = [line.split() for line in f.read().splitlines()[1:]]
+    except OSError:
+        return
+    for row in rows:
+        # Num RefCount Protocol Flags Type St Inode Path; __SO_ACCEPTCON
+        if (len(row) == 8 and row[6] in ours and int(row[3], 16) & 0x10000
+                and row[7].endswith('/privsep.sock')):
+            try:
+                with socket.socket(socket.AF_UNIX) as sock:
+                    sock.settimeout(1.0)
+                    sock.connect(row[7])
+            except OSError:
+                pass                # gone meanwhile
+
+
 def _socket_dir():
     """oslo.privsep makes its socket's directory with mkdtemp: in the
     runtime directory, the only place the sudoers rule allows, when it
@@ -259,6 +297,9 @@ class Transport:
         # long again (a stopped daemon would cost each guest of a pass
         # the whole timeout); then the next call tries for real.
         self._quiet_until = 0.0
+        # The thread of the last start: one that has not returned holds
+        # oslo.privsep's start lock (and a helper that never connected).
+        self._starting = None
 
     def _call(self, entrypoint, *args):
         if time.monotonic() < self._quiet_until:
@@ -268,6 +309,17 @@ class Transport:
                               self.timeout or 0,
                               self._quiet_until - time.monotonic()),
                           args[0] if args else None)
+        channel = host_admin.channel
+        if self._starting is not None and self._starting.is_alive():
+            raise OSError(errno.ETIMEDOUT, 'the privsep daemon has not '
+                          'started: its helper never connected',
+                          args[0] if args else None)
+        if channel is not None and not (
+                channel.running and channel.reader_thread.is_alive()):
+            # Its reader ended: at EOF (running is then False) or on a
+            # reset connection (a daemon killed with a request unread),
+            # which leaves running True and oslo.privsep never restarts.
+            self._restart(args[0] if args else None)
         try:
             return entrypoint(*args)
         except Exception as exc:    # oslo.privsep's share no base
@@ -278,6 +330,25 @@ class Transport:
                           'answer within %.0f s ([agent] privsep_timeout)'
                           % (self.timeout or 0),
                           args[0] if args else None) from None
+
+    def _restart(self, what):
+        """The daemon ended: start it again within the deadline, not
+        inside the next call (where oslo.privsep would wait for ever for
+        a helper that never connects)."""
+        LOG.warning('the privsep daemon ended; starting it again')
+        try:
+            host_admin.stop()       # its reader has ended: no wait
+        except OSError:             # the half close of a reset socket
+            host_admin.channel = None
+        try:
+            self.start(self.timeout or 30.0)
+        except Unavailable as exc:
+            self._quiet_until = time.monotonic() + (self.timeout or 0)
+            raise OSError(errno.ETIMEDOUT, str(exc), what) from None
+
+    def ping(self):
+        """The daemon's pid, within the deadline."""
+        return self._call(ping)
 
     def start(self, timeout=30.0):
         """Start the daemon now (it starts at its first call otherwise),
@@ -293,8 +364,8 @@ class Transport:
                 outcome['pid'] = ping()
             except Exception as exc:  # oslo.privsep's share no base
                 outcome['error'] = exc
-        thread = threading.Thread(target=start, name='privsep-start',
-                                  daemon=True)
+        thread = self._starting = threading.Thread(
+            target=start, name='privsep-start', daemon=True)
         thread.start()
         thread.join(timeout)
         helper = cfg.CONF[host_admin.cfg_section].helper_command
@@ -304,6 +375,8 @@ class Transport:
                     os.kill(pid, signal.SIGTERM)
                 except OSError:
                     pass
+            _hang_up_on_start()
+            thread.join(1.0)
             raise Unavailable(
                 'the privsep daemon did not start within %.0f s ([agent] '
                 'privsep_timeout): %s did not connect to its socket in %s'

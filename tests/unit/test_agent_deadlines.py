@@ -358,6 +358,77 @@ def test_a_privsep_call_that_never_returns_times_out(tmp_path):
         cfg.CONF.clear_override('helper_command', group=section)
 
 
+@pytest.mark.skipif(os.geteuid() != 0 and not os.environ.get(
+    'NAP_REQUIRE_SUDO'), reason='the privsep daemon runs as root')
+def test_a_privsep_daemon_that_ended_is_started_again_under_the_deadline(
+        tmp_path):
+    """The real privsep daemon ends (killed, as the OOM killer of the
+    unit's cgroup would, while a request it never read was pending: its
+    connection is reset, and oslo.privsep took it for running on), and
+    the helper that should start it again
+    exits without ever connecting.  oslo.privsep starts it again inside
+    the next call and waits for its connection without end: the pass
+    hung there for ever.  Now the call fails within the deadline as an
+    OSError the pass counts, the calls right after it at once, and a
+    helper that works again brings the daemon back."""
+    section = privileged.host_admin.cfg_section
+    cfg.CONF.set_override('helper_command', _helper(), group=section)
+    transport = privileged.Transport(timeout=1.0)
+    pids = []
+    try:
+        pids.append(transport.start(30.0))
+        os.kill(pids[0], signal.SIGSTOP)
+        with pytest.raises(OSError):
+            transport.listdir(spec.DEBUGFS_DIR)     # unread: timed out
+        os.kill(pids[0], signal.SIGKILL)
+        os.kill(pids[0], signal.SIGCONT)
+        channel = privileged.host_admin.channel
+        wait_for(lambda: not channel.reader_thread.is_alive(), 10,
+                 'the channel\'s reader ended')
+        time.sleep(1.1)                             # the quiet period
+        cfg.CONF.set_override('helper_command', 'true', group=section)
+        outcome = []
+
+        def call():
+            try:
+                transport.listdir(spec.DEBUGFS_DIR)
+            except OSError as exc:
+                outcome.append(exc)
+        thread = threading.Thread(target=call, daemon=True)
+        started = time.monotonic()
+        thread.start()
+        thread.join(1.0 + 10)
+        assert not thread.is_alive(), 'the call hung'
+        assert outcome and outcome[0].errno == errno.ETIMEDOUT
+        assert 'did not start within 1 s' in str(outcome[0])
+        started = time.monotonic()
+        for _ in range(5):
+            with pytest.raises(OSError):
+                transport.write(spec.param_path(spec.PARAM_THRESHOLDS), 'x')
+        assert time.monotonic() - started < 2.5      # not 5 timeouts
+        cfg.CONF.set_override('helper_command', _helper(), group=section)
+        wait_for(lambda: _pings(transport, pids), 30,
+                 'the daemon started again')
+        assert pids[-1] != pids[0]
+    finally:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        privileged.host_admin.channel = None
+        privileged.host_admin.timeout = None
+        cfg.CONF.clear_override('helper_command', group=section)
+
+
+def _pings(transport, pids):
+    try:
+        pids.append(transport.ping())
+    except OSError:
+        return False
+    return True
+
+
 # -- start-up, signals, one agent per host -----------------------------------
 def test_sighup_at_start_up_two_agents_and_a_clean_stop(
         sim, start_guest, agent_process):
