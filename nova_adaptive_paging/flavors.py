@@ -5,7 +5,8 @@ trait ``CUSTOM_PAGING_SHADOW``: Nova turns ``trait:…=required`` into
 placement's ``required=``, so the capable hosts are among the at most
 ``[scheduler] max_placement_results`` candidates however few they are.
 :func:`set_policy` writes the pair in one step (and removes the other
-modes' traits and companions left from an earlier policy), through
+modes' required traits and companions left from an earlier policy; a
+``trait:CUSTOM_PAGING_*=forbidden`` is the operator's and stays), through
 openstacksdk's compute proxy, and refuses to leave a flavor whose other
 trait keys contradict the policy.  The scheduler catches a flavor where
 the two disagree when it was written by other means.
@@ -13,6 +14,17 @@ the two disagree when it was written by other means.
 
 from nova_adaptive_paging import capabilities
 from nova_adaptive_paging import policy
+from nova_adaptive_paging import vocabulary
+
+
+def _written_here(key, value):
+    """Whether ``key=value`` is one :func:`plan` may have written: a
+    ``hw:paging*`` key, or a paging trait required (this package never
+    forbids one: a forbidden trait is the operator's choice, such as an
+    adaptive flavor in pools staying off switching hosts)."""
+    return capabilities.owned_extra_spec(key) and (
+        key in vocabulary.KEYS
+        or str(value).strip().lower() == vocabulary.TRAIT_REQUIRED)
 
 
 def plan(current, paging_policy, pools=False):
@@ -26,11 +38,10 @@ def plan(current, paging_policy, pools=False):
     policy.from_extra_specs(wanted)
     to_write = {key: value for key, value in wanted.items()
                 if current.get(key) != value}
-    to_remove = sorted(key for key in current
-                       if capabilities.owned_extra_spec(key)
-                       and key not in wanted)
-    # ... and so must the flavor it leaves: a key of the operator's that
-    # this package does not own (a granular group's
+    to_remove = sorted(key for key, value in current.items()
+                       if _written_here(key, value) and key not in wanted)
+    # ... and so must the flavor it leaves: a key of the operator's (a
+    # forbidden trait, a granular group's
     # trait1:CUSTOM_PAGING_SWITCHING=forbidden) can contradict the
     # policy, and the scheduler would refuse every boot.  Here the whole
     # flavor is seen, as nova-api's per-key validators never see it; the

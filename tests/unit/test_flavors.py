@@ -103,6 +103,26 @@ def test_a_flavor_left_contradicting_itself_is_never_written():
     assert flavors.plan(current, None) == ({}, [])
 
 
+def test_a_trait_the_operator_forbade_stays():
+    # Adaptive in pools, kept off switching hosts (doc/source/
+    # scheduler.rst): setting the policy again keeps the choice.
+    current = dict(SHARED, **{'hw:paging': 'adaptive',
+                              'trait:CUSTOM_PAGING_POOL': 'required',
+                              'trait:CUSTOM_PAGING_SWITCHING': 'forbidden'})
+    assert flavors.plan(current, policy.PagingPolicy(
+        vocabulary.Paging.ADAPTIVE), pools=True) == ({}, [])
+    # Unset removes the policy and its trait, not the choice.
+    assert flavors.plan(current, None) == (
+        {}, ['hw:paging', 'trait:CUSTOM_PAGING_POOL'])
+    # A forbidden trait the new policy needs is refused, naming it, not
+    # dropped behind the operator's back: a host that switches runs hap.
+    current = dict(SHARED, **{'trait:CUSTOM_PAGING_HAP': 'forbidden'})
+    with pytest.raises(policy.PolicyError) as exc:
+        flavors.plan(current, policy.PagingPolicy(
+            vocabulary.Paging.ADAPTIVE))
+    assert "trait:CUSTOM_PAGING_HAP='forbidden'" in str(exc.value)
+
+
 @pytest.mark.parametrize('args, expected', [
     (['set', 'm1', '--paging', 'hap', '--interval', '5'],
      'error: invalid hw:paging_interval=5: expected no value'),
