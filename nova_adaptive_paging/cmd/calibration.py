@@ -10,11 +10,11 @@ import click
 
 from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging import costmodel
-from nova_adaptive_paging import atomic_file as fileutil
+from nova_adaptive_paging import atomic_file
 from nova_adaptive_paging import host as hostiface
-from nova_adaptive_paging.host import calibration_runs as calibration
+from nova_adaptive_paging.host import calibration_runs
 from nova_adaptive_paging.host import transport as host_transport
-from nova_adaptive_paging.tuning import cost_fit as fitlib
+from nova_adaptive_paging.tuning import cost_fit
 
 
 @click.group('calibration')
@@ -43,20 +43,21 @@ def measure(root, vm, domain, bin_dir, prefix, tlb_args, fault_args,
             repeats, host_name, out):
     """Run both benchmarks with the VM in hap, in shadow and with a
     round trip; the VM is put back as it was."""
-    fileutil.check_writable(out)
+    atomic_file.check_writable(out)
     transport = host_transport.for_root(root)
     vm = common.resolve_vm(root, transport, vm, domain)
     with common.sigterm_as_interrupt():
         try:
-            doc = calibration.measure(
+            doc = calibration_runs.measure(
                 transport, vm, bin_dir, prefix, repeats,
-                {calibration.TLB: tlb_args, calibration.FAULT: fault_args},
+                {calibration_runs.TLB: tlb_args,
+                 calibration_runs.FAULT: fault_args},
                 root=root, host=host_name,
                 echo=lambda line: click.echo(line, err=True))
         except KeyboardInterrupt:
             common.fail('interrupted; the VM\'s policy was restored')
     doc['modeled'] = doc['modeled'] or hostiface.simulated(root)
-    fileutil.atomic_write(out, json.dumps(doc, indent=1) + '\n')
+    atomic_file.atomic_write(out, json.dumps(doc, indent=1) + '\n')
     click.echo('%s: %d runs on VM %s, generation %s%s' % (
         out, len(doc['runs']), vm, doc['generation'],
         ' (%s)' % costmodel.MODELED_NOTE if doc['modeled'] else ''))
@@ -78,11 +79,11 @@ def fit(results, out):
         except ValueError as exc:
             common.fail('%s: not JSON (%s); expected the file "nova-paging '
                         'calibration measure" writes' % (path, exc))
-    fitted = fitlib.fit(documents)
+    fitted = cost_fit.fit(documents)
     os.makedirs(out, exist_ok=True)
     for gen, (profile, hosts, costs) in fitted.items():
         path = os.path.join(out, '%s.yaml' % gen)
-        fileutil.atomic_write(path, profile.dump())
+        atomic_file.atomic_write(path, profile.dump())
         click.echo('%s: %d host(s); %.4g us per fault (shadow), %.4g ns '
                    'per TLB miss (hap), %.4g us per switch' % (
                        path, len(hosts), costs.fault_s * 1e6,

@@ -5,11 +5,11 @@ import json
 import click
 
 from nova_adaptive_paging.cmd import common
-from nova_adaptive_paging import atomic_file as fileutil
+from nova_adaptive_paging import atomic_file
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging import costmodel
 from nova_adaptive_paging.tuning import assess
-from nova_adaptive_paging.tuning import derivation as calibration
+from nova_adaptive_paging.tuning import derivation
 from nova_adaptive_paging.costmodel import evaluator
 from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.costmodel import traces
@@ -56,7 +56,7 @@ def simulate(trace_paths, more_traces, hw_name, thresholds, interval,
     profile = (profiles.load(thresholds) if thresholds
                else profiles.builtin())
     if plot:
-        fileutil.check_writable(plot)
+        atomic_file.check_writable(plot)
         try:
             from nova_adaptive_paging.costmodel import plot as plotting
             plotting.backend()
@@ -126,19 +126,19 @@ def calibrate(hw_names, out, trace_paths, interval, generation, compare,
     if threshold_paths:
         common.fail('--thresholds goes with --compare')
     hw = hws[0]
-    fileutil.check_writable(out)       # before the search
+    atomic_file.check_writable(out)       # before the search
     loaded = ([traces.resolve(p) for p in trace_paths] if trace_paths
-              else calibration.tuning_traces())
+              else derivation.tuning_traces())
     try:
-        profile, report = calibration.calibrate(hw, loaded, interval,
-                                                generation)
+        profile, report = derivation.calibrate(hw, loaded, interval,
+                                               generation)
     except ValueError as exc:
         common.fail(str(exc))
     text = ('# Threshold profile derived by nova-paging calibrate from '
             'the MODELED\n# costs of hardware profile %s.\n' % hw.name
             + profile.dump())
     profiles.loads(text, out)        # never write what cannot be loaded
-    fileutil.atomic_write(out, text)
+    atomic_file.atomic_write(out, text)
     capture = ('' if report['worst_capture'] is None else
                '; at least %.0f %% of the oracle\'s gain'
                % (report['worst_capture'] * 100))
@@ -152,11 +152,11 @@ def calibrate(hw_names, out, trace_paths, interval, generation, compare,
 
 def _compare(hws, trace_paths, interval, threshold_paths):
     tuning = ([traces.resolve(p) for p in trace_paths] if trace_paths
-              else calibration.tuning_traces())
+              else derivation.tuning_traces())
     sources = []
     for hw in hws:
         try:
-            choice = calibration.search(hw, tuning, interval)
+            choice = derivation.search(hw, tuning, interval)
         except ValueError as exc:
             common.fail(str(exc))
         sources.append(('calibrated for %s' % hw.name, profiles.Profile(
@@ -165,7 +165,7 @@ def _compare(hws, trace_paths, interval, threshold_paths):
     sources.append(('paper Table 2', profiles.builtin()))
     for path in threshold_paths:
         sources.append((path, profiles.load(path)))
-    table = assess.cross_table(hws, sources, calibration.held_out_traces())
+    table = assess.cross_table(hws, sources, derivation.held_out_traces())
     click.echo(costmodel.MODELED_NOTE, err=True)
     click.echo('MODELED: thresholds (rows) on each hardware profile\'s costs '
                '(columns), over the held-out traces: worst share of the '
