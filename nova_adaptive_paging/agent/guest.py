@@ -143,3 +143,8 @@ class Guest:
     counters_ok: bool = None
     fault_stats: bool = None        # adaptive: its balloon counts faults
     fault_feed: object = None       # ... bounded: faults.FaultFeed
+
+    def honoured_here(self, caps):
+        """:func:`honoured_here` of this guest's decision (the collector
+        asks the guest, so that telemetry imports nothing of the agent)."""
+        return honoured_here(self.decision, caps)

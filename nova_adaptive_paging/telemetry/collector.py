@@ -26,7 +26,6 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client import registry
 
-from nova_adaptive_paging.agent import guest as guestlib
 from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.telemetry import metrics as M
 from nova_adaptive_paging import vocabulary
@@ -194,14 +193,14 @@ class Collector(registry.Collector):
                        g.counters_ok,
                        (g.advisor.mode, g.advisor.gain_s,
                         g.advisor.other_s, g.advisor.observed_s)
-                       if g.advisor is not None and g.counters_ok else None)
+                       if g.advisor is not None and g.counters_ok else None,
+                       g.honoured_here(agent.caps))
                       for g in agent.guests.values()]
         fams = {m.name: family(m) for m in GUEST_METRICS}
         hz = agent.cpu_hz
-        caps = agent.caps
         policies = dict.fromkeys(vocabulary.POLICIES, 0)
         for (domain, inst, decision, vm, (fault_stats, clamped),
-             counters_ok, advice) in guests:
+             counters_ok, advice, honoured) in guests:
             uuid = inst.uuid
             policy = (decision.policy.paging.value if decision.policy
                       else '')
@@ -210,7 +209,6 @@ class Collector(registry.Collector):
             fams[M.GUEST_INFO.name].add_metric(
                 [uuid, domain, inst.flavor, inst.project, policy,
                  decision.source], 1)
-            honoured = guestlib.honoured_here(decision, caps)
             if honoured is not None:
                 fams[M.GUEST_POLICY_NOT_HONOURED.name].add_metric(
                     [uuid, policy], float(not honoured))
