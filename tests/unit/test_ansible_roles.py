@@ -61,6 +61,40 @@ def test_the_agent_roles_unit_and_sudoers_are_host_agents_files():
         read(REPO, 'host-agent', 'sudoers.d-nova-paging-agent'))
 
 
+# systemd.exec(5), NoNewPrivileges= (systemd 252, Debian 12): each of
+# these sets no_new_privs in a unit without CAP_SYS_ADMIN (one with
+# User=) whatever NoNewPrivileges= says.
+IMPLY_NO_NEW_PRIVILEGES = (
+    'DynamicUser', 'LockPersonality', 'MemoryDenyWriteExecute',
+    'PrivateDevices', 'ProtectClock', 'ProtectHostname',
+    'ProtectKernelLogs', 'ProtectKernelModules', 'ProtectKernelTunables',
+    'RestrictAddressFamilies', 'RestrictNamespaces', 'RestrictRealtime',
+    'RestrictSUIDSGID', 'SystemCallArchitectures', 'SystemCallFilter',
+    'SystemCallLog')
+
+
+def test_the_agents_unit_lets_sudo_start_the_privsep_daemon():
+    """The agent runs as its own user and starts its privsep daemon
+    with sudo, which must become root: no option of the unit may set
+    no_new_privs behind NoNewPrivileges=no's back (the unit set twelve,
+    and the daemon could never start)."""
+    units = (read(REPO, 'host-agent', 'nova-paging-agent.service'),
+             render('agent', 'nova-paging-agent.service.j2',
+                    agent_venv='/opt/nova-adaptive-paging'))
+    for unit in units:
+        options = {}
+        for line in without_comments(unit):
+            key, sep, value = line.partition('=')
+            if sep:
+                options[key.strip()] = value.strip()
+        assert options['User'] not in ('', 'root', '0')
+        assert options['NoNewPrivileges'] == 'no'
+        implying = [key for key in IMPLY_NO_NEW_PRIVILEGES
+                    if options.get(key, 'no') not in ('no', 'false', '0',
+                                                      'off', '')]
+        assert implying == []
+
+
 def test_the_names_the_roles_use_are_the_packages():
     kvm_vars = read(ROLES, 'kvm_patch', 'vars', 'main.yml')
     assert '%s/%s' % (spec.PARAMS_DIR, spec.PARAM_ABI) in kvm_vars
