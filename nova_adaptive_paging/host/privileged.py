@@ -59,6 +59,7 @@ import threading
 import time
 
 from oslo_config import cfg
+from oslo_log import log as oslo_logging
 from oslo_privsep import capabilities
 from oslo_privsep import priv_context
 
@@ -250,6 +251,23 @@ def _children():
     return pids
 
 
+class _Quiet(logging.Filter):
+    """Drops oslo.privsep's lines while :attr:`on`: the traceback and
+    CRITICAL line of a start the agent ended itself (already one line of
+    its own)."""
+
+    on = False
+
+    def filter(self, record):
+        return not self.on
+
+
+_QUIET = _Quiet()
+logging.getLogger('oslo_privsep.comm').addFilter(_QUIET)
+# The daemon's client logs through oslo.log, which renames ``oslo_...``.
+oslo_logging.getLogger(host_admin.conf.logger_name).logger.addFilter(_QUIET)
+
+
 def _hang_up_on_start():
     """A start that timed out waits in accept(2) on its socket for ever
     (oslo.privsep gives it no deadline), holding oslo.privsep's start
@@ -382,13 +400,17 @@ class Transport:
         thread.join(timeout)
         helper = cfg.CONF[host_admin.cfg_section].helper_command
         if thread.is_alive():
-            for pid in _children() - before:
-                try:
-                    os.kill(pid, signal.SIGTERM)
-                except OSError:
-                    pass
-            _hang_up_on_start()
-            thread.join(1.0)
+            _QUIET.on = True
+            try:
+                for pid in _children() - before:
+                    try:
+                        os.kill(pid, signal.SIGTERM)
+                    except OSError:
+                        pass
+                _hang_up_on_start()
+                thread.join(1.0)
+            finally:
+                _QUIET.on = False
             raise Unavailable(
                 'the privsep daemon did not start within %.0f s ([agent] '
                 'privsep_timeout): %s did not connect to its socket in %s'

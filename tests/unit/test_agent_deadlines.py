@@ -314,6 +314,8 @@ def test_a_privsep_helper_that_never_connects_is_one_line_and_exit_1(
               if line.startswith('error: ')]
     assert len(errors) == 1
     assert 'did not start within 1 s' in errors[0]
+    assert 'Traceback' not in agent.text()
+    assert 'CRITICAL' not in agent.text()
     helper = int(pidfile.read_text())
     wait_for(lambda: not os.path.exists('/proc/%d' % helper)
              or open('/proc/%d/stat' % helper).read().split(
