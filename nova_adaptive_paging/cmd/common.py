@@ -15,6 +15,7 @@
 import contextlib
 import importlib
 import os
+import select
 import signal
 import sys
 
@@ -48,6 +49,18 @@ def os_error_line(exc):
     where = exc.filename if exc.filename is not None else ''
     reason = exc.strerror or str(exc)
     return '%s: %s' % (where, reason) if where else reason
+
+
+def _reader_gone(stream):
+    """Whether ``stream`` is a pipe whose reader has closed it: poll(2)
+    reports POLLERR on such a write end.  A broken pipe elsewhere (a
+    helper's, a socket) is an error to report."""
+    try:
+        poller = select.poll()
+        poller.register(stream.fileno(), 0)
+        return any(event & select.POLLERR for _, event in poller.poll(0))
+    except (OSError, ValueError):
+        return False
 
 
 class Boundary(click.Group):
@@ -100,6 +113,12 @@ class Boundary(click.Group):
             return super().invoke(ctx)
         except exception.Error as exc:
             fail(str(exc))
+        except BrokenPipeError as exc:
+            if not _reader_gone(sys.stdout):
+                fail(os_error_line(exc))
+            # A reader that stopped early (``| head``) is no error to
+            # report: click ends such a command quietly, status 1.
+            raise
         except OSError as exc:
             fail(os_error_line(exc))
         except KeyboardInterrupt:

@@ -11,6 +11,7 @@
 #    under the License.
 
 import json
+import os
 import subprocess
 import sys
 
@@ -242,3 +243,22 @@ def test_a_compute_node_never_imports_the_simulated_host():
                           text=True, check=True)
     assert done.stdout.strip() == '[]', done.stdout
     assert CliRunner().invoke(cli.main, ['sim-vm', '--help']).exit_code == 0
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly():
+    # ``nova-paging simulate ... | head -1``: the read end is closed
+    # before the command writes, so its first write meets EPIPE for sure.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run(
+            [sys.executable, '-c',
+             'import sys; sys.argv[0] = "nova-paging"; '
+             'from nova_adaptive_paging.cmd import cli; cli.main()',
+             'simulate', '--hardware', 'nehalem', '--trace', 'gcc'],
+            stdout=write_end, stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 1
+    assert 'error' not in proc.stderr.lower(), proc.stderr
+    assert 'Traceback' not in proc.stderr
