@@ -40,10 +40,10 @@ def draw(path, loaded, timelines, profile):
 def figure(pyplot, loaded, timelines, profile):
     """One panel per trace: FTLB and FPF (log scale) with the thresholds
     (dashed upper, dotted lower), and the mode the adaptive policy ran
-    (right axis); one legend names every line."""
+    (right axis); one legend, under the panels, names every line."""
     t = profile.thresholds
     fig, axes = pyplot.subplots(len(loaded), 1, squeeze=False,
-                                figsize=(10, 3.2 * len(loaded)))
+                                figsize=(10, 3.2 * len(loaded) + 0.6))
     for ax, trace, timeline in zip(axes[:, 0], loaded, timelines):
         times = [p[0] for p in timeline]
         ftlb = [profiles.from_milli(p[2].ftlb) for p in timeline]
@@ -72,10 +72,11 @@ def figure(pyplot, loaded, timelines, profile):
         mode_ax.set_ylim(-0.1, 1.1)
         mode_ax.set_yticks([0, 1], list(vocabulary.MODES))
         mode_ax.set_ylabel('mode')
-        # One legend for both axes, above the mode line's axis.
-        lines, labels = ax.get_legend_handles_labels()
-        more, more_labels = mode_ax.get_legend_handles_labels()
-        mode_ax.legend(lines + more, labels + more_labels, loc='upper left',
-                       fontsize='x-small', ncol=2)
-    fig.tight_layout()
+    # Every panel draws the same lines: one legend for all of them, below
+    # the panels, where it hides no sample.
+    lines, labels = ax.get_legend_handles_labels()
+    more, more_labels = mode_ax.get_legend_handles_labels()
+    fig.tight_layout(rect=(0, 0.6 / fig.get_figheight(), 1, 1))
+    fig.legend(lines + more, labels + more_labels, loc='lower center',
+               fontsize='small', ncol=4, frameon=False)
     return fig

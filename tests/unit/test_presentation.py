@@ -84,7 +84,10 @@ def test_the_mode_plot_labels_its_axes_and_names_every_threshold_line():
     try:
         signals, modes = fig.axes
         assert signals.get_ylabel() and modes.get_ylabel() == 'mode'
-        labels = [t.get_text() for t in modes.get_legend().get_texts()]
+        # One legend for the figure, none hiding a panel's samples.
+        assert signals.get_legend() is None and modes.get_legend() is None
+        [legend] = fig.legends
+        labels = [t.get_text() for t in legend.get_texts()]
         t = profile.thresholds
         expected = {'threshold %s' % name: profiles.from_milli(
             getattr(t, name)) for name in ('tlb_upper', 'tlb_lower',
