@@ -41,6 +41,7 @@ from nova_adaptive_paging.pools import figures as pool_figures
 from nova_adaptive_paging.watcher import ledger
 
 HOUR = 3600.0
+PROJECT = str(uuid.UUID(int=7))
 
 
 def fleet(hosts, guests):
@@ -63,7 +64,7 @@ def fleet(hosts, guests):
                 memory=4096, disk=20, vcpus=2,
                 flavor_extra_specs={'hw:paging': 'adaptive'},
                 state=element.InstanceState.ACTIVE.value,
-                project_id='p', host=name)
+                project_id=PROJECT, host=name)
             model.add_instance(inst)
             model.map_instance(inst, node)
             gain = 600.0 if k % 10 == 0 else -50.0
