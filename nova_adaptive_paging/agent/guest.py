@@ -52,6 +52,10 @@ class Instance:
     name: str = ''
     flavor: str = ''
     project: str = ''
+    # The project's and the root image's UUIDs (Nova's scheduler knows a
+    # new guest by them: the boot placement weigher, pools/boot.py).
+    project_id: str = ''
+    image: str = ''
     extra_specs: dict = None
     nova: bool = True
     vcpus: int = 1
@@ -70,12 +74,16 @@ def read_instance(domain, uuid, xml_text):
         return Instance(uuid, domain, nova=False, vcpus=vcpus)
     flavor = inst.find(_N + 'flavor')
     project = inst.find('%sowner/%sproject' % (_N, _N))
+    root = inst.find(_N + 'root')
     specs = None if flavor is None else flavor.find(_N + 'extraSpecs')
     return Instance(
         uuid=uuid, domain=domain,
         name=(inst.findtext(_N + 'name') or '').strip(),
         flavor='' if flavor is None else flavor.get('name', ''),
         project='' if project is None else (project.text or '').strip(),
+        project_id='' if project is None else project.get('uuid', ''),
+        image=(root.get('uuid', '') if root is not None
+               and root.get('type') == 'image' else ''),
         extra_specs=None if specs is None else {
             e.get('name'): e.text or '' for e in specs.iter(_N + 'extraSpec')
             if e.get('name')},

@@ -220,7 +220,7 @@ class Collector(registry.Collector):
                 policies[policy] += 1
             fams[M.GUEST_INFO.name].add_metric(
                 [uuid, domain, inst.flavor, inst.project, policy,
-                 decision.source], 1)
+                 decision.source, inst.project_id, inst.image], 1)
             if honoured is not None:
                 fams[M.GUEST_POLICY_NOT_HONOURED.name].add_metric(
                     [uuid, policy], float(not honoured))

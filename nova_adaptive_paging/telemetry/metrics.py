@@ -23,7 +23,8 @@ variants (mode, direction) as labels.
 Per-guest series carry the Nova instance UUID only (label ``uuid``: a
 scrape's ``instance`` label is Prometheus's, the agent that was
 scraped, so a host is the ``instance`` of its series); the Nova labels
-(domain, flavor, project, policy) sit on one ``nova_paging_guest_info``
+(domain, flavor, project, policy, and the UUIDs of its project and root
+image) sit on one ``nova_paging_guest_info``
 series per guest to join against, as the libvirt exporters do, so a
 flavor rename never splits a counter.  Per-guest counters come from the
 kernel's ``paging_stats`` (``source`` names the key or keys, one per
@@ -78,9 +79,11 @@ def _m(suffix, kind, help, labels=(), source=None, scale=1.0):
 # -- per guest ---------------------------------------------------------------
 GUEST_INFO = _m('guest_info', GAUGE, 'Always 1: the Nova instance behind '
                 'the guest and the paging policy applied to it (source: '
-                'flavor, nova-api or default).',
+                'flavor, nova-api or default); project_id and image are '
+                'the UUIDs of its project and root image (empty: booted '
+                'from a volume).',
                 GUEST_LABELS + ('domain', 'flavor', 'project', 'policy',
-                                'source'))
+                                'source', 'project_id', 'image'))
 GUEST_MODE = _m('guest_mode', GAUGE, 'Paging mode the guest runs in now '
                 '(1 for its mode, 0 for the other).',
                 GUEST_LABELS + ('mode',), 'mode')
