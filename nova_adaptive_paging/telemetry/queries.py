@@ -155,3 +155,24 @@ def in_pool(expr, adaptive_only=True):
             selector(M.GUEST_INFO, policy='adaptive'))
     return '%s * on (%s) group_left (mode) %s' % (_paren(expr), HOST,
                                                   host_pool())
+
+
+# -- boot placement in a fleet of paging pools (pools/boot.py) ---------------
+def last_over(metric, window):
+    """Each series' last value within ``window`` (guests gone since
+    included)."""
+    return 'last_over_time(%s[%s])' % (name(metric), window)
+
+
+def pool_history(window):
+    """Every pool a stock host was in within ``window``: one series per
+    (host, mode)."""
+    return 'max by (%s, mode) (max_over_time(%s[%s]) == 1)' % (
+        HOST, name(M.HOST_PAGING_MODE), window)
+
+
+def guest_origin_history(window):
+    """Each guest seen within ``window`` with its root image's and its
+    project's UUIDs."""
+    return 'max by (%s, image, project_id) (last_over_time(%s[%s]))' % (
+        M.GUEST_LABEL, name(M.GUEST_INFO), window)
