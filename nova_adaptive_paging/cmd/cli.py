@@ -26,6 +26,7 @@ from nova_adaptive_paging.cmd import flavor
 from nova_adaptive_paging.cmd import host
 from nova_adaptive_paging.cmd import profile
 from nova_adaptive_paging.cmd import simulate
+from nova_adaptive_paging.cmd import simulate_pools
 from nova_adaptive_paging.cmd import switch_cost
 from nova_adaptive_paging.cmd import telemetry
 from nova_adaptive_paging import conf
@@ -206,6 +207,7 @@ main.add_command(flavor.flavor_group)
 main.add_command(host.host_group)
 main.add_command(simulate.simulate)
 main.add_command(simulate.calibrate)
+main.add_command(simulate_pools.simulate_pools)
 main.add_command(telemetry.telemetry_group)
 main.add_command(profile.profile)
 main.add_command(calibration.calibration_group)
