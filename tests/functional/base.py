@@ -46,6 +46,7 @@ FILTER = 'AdaptivePagingFilter'
 scheduler_conf.register_opts(nova.conf.CONF)
 FILTER_PATH = ('nova_adaptive_paging.scheduler.filters.paging_filter.'
                + FILTER)
+HOST_NAME_WEIGHER = 'nova.tests.fixtures.nova.HostNameWeigher'
 API_PASTE_INI = os.path.join(sysconfig.get_path('data'), 'etc', 'nova',
                              'api-paste.ini')
 
@@ -81,6 +82,8 @@ class PagingTestBase(integrated_helpers.ProviderUsageBaseTestCase):
     weights = WEIGHTS
     # The control run (test_control.py) turns the filter and the pair off.
     filter_enabled = not os.environ.get(CONTROL_ENV)
+    # Weighers the scheduler loads beside the fixture's host name weigher.
+    extra_weighers = ()
 
     def setUp(self):
         # The scheduler builds its filters and weighers when it starts, in
@@ -95,6 +98,10 @@ class PagingTestBase(integrated_helpers.ProviderUsageBaseTestCase):
             enabled.append(FILTER)
         self.flags(enabled_filters=enabled, group='filter_scheduler')
         self.useFixture(nova_fixtures.HostNameWeigherFixture(self.weights))
+        if self.extra_weighers:
+            # After the fixture, which loads its weigher alone.
+            self.flags(weight_classes=[HOST_NAME_WEIGHER]
+                       + list(self.extra_weighers), group='filter_scheduler')
         # The request filter's state, exported where node_exporter would
         # read it: this test's own directory, not the machine's.
         self.textfile_dir = self.useFixture(fixtures.TempDir()).path

@@ -57,8 +57,10 @@ GUESTS = (
 )
 
 
-def openmetrics(end):
-    """Two hours of scrapes, one a minute, ending at ``end``."""
+def openmetrics(end, pools=POOLS, guests=GUESTS, project=PROJECT):
+    """Two hours of the agents' scrapes, one a minute, ending at ``end``:
+    ``pools`` (host -> mode), ``guests`` as GUESTS (``f2``'s series stop
+    an hour before the end)."""
     lines = {}
 
     def add(metric, labels, value, at):
@@ -67,10 +69,10 @@ def openmetrics(end):
             '%s{%s} %r %d' % (metric.name, text, float(value), at))
     for k in range(120, -1, -1):
         at = end - 60 * k
-        for host, mode in POOLS.items():
+        for host, mode in pools.items():
             add(M.HOST_PAGING_MODE, {'instance': '%s:%d' % (host, PORT),
                                      'mode': mode}, 1, at)
-        for name, image, host, observed, gain in GUESTS:
+        for name, image, host, observed, gain in guests:
             # f2 left an hour ago: its series stop there.
             if name == 'f2' and k < 60:
                 continue
@@ -78,7 +80,7 @@ def openmetrics(end):
             labels = {'instance': '%s:%d' % (host, PORT), 'uuid': name}
             add(M.ADVISED_SECONDS, labels, observed * done, at)
             add(M.MODELED_OTHER_MODE_GAIN, labels, gain * done, at)
-            add(M.GUEST_INFO, dict(labels, image=image, project_id=PROJECT,
+            add(M.GUEST_INFO, dict(labels, image=image, project_id=project,
                                    policy='adaptive', flavor='m1.adaptive',
                                    domain=name, project='p',
                                    source='flavor'), 1, at)
