@@ -259,3 +259,38 @@ def test_the_strategys_options_leave_the_endpoint_to_watcher_by_default():
                             pools_prometheus_timeout=30))
     assert conf['watcher_strategies.paging_fit']['prometheus_url'] == (
         'http://mon-001:9090')
+
+
+def test_boot_placement_loads_the_weigher_only_with_a_prometheus(tmp_path):
+    """The nova role's scheduler file names the weigher the package
+    ships, beside Nova's own, with the URL; without one, no weigher."""
+    from nova_adaptive_paging.scheduler.weights import paging_pool
+    weigher = '%s.%s' % (paging_pool.__name__,
+                         paging_pool.PagingPoolWeigher.__name__)
+    values = role_yaml('nova', 'vars', 'main.yml')
+    assert values['nova_paging_nova__weigher'] == weigher
+    plain = render('nova', 'nova-adaptive-paging.conf.j2',
+                   **{k: v for k, v in values.items() if k.endswith(
+                       '__filter') or k.endswith('__weigher')})
+    assert 'weight_classes' not in plain
+    assert '[adaptive_paging]' not in plain
+    url = 'http://prometheus.example.net:9090'
+    text = render('nova', 'nova-adaptive-paging.conf.j2',
+                  nova_paging_nova_boot_placement_prometheus_url=url,
+                  **{k: v for k, v in values.items() if k.endswith(
+                      '__filter') or k.endswith('__weigher')})
+    # As nova-scheduler reads it: Nova's own options and the package's.
+    from nova.conf import scheduler as nova_scheduler_conf
+    from oslo_config import cfg
+    from nova_adaptive_paging.conf import scheduler as scheduler_conf
+    path = tmp_path / 'nova.conf'
+    path.write_text(text)
+    conf = cfg.ConfigOpts()
+    nova_scheduler_conf.register_opts(conf)
+    scheduler_conf.register_opts(conf)
+    conf(['--config-file', str(path)], default_config_files=[])
+    assert conf.filter_scheduler.weight_classes == [
+        'nova.scheduler.weights.all_weighers', weigher]
+    assert conf.adaptive_paging.prometheus_url == url
+    assert conf.adaptive_paging.pool_weight_multiplier == 1.0
+    assert 'AdaptivePagingFilter' in conf.filter_scheduler.enabled_filters
