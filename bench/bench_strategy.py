@@ -27,18 +27,24 @@ figures: the decision's speed, not a fleet's.
 """
 
 import argparse
+import os
 import statistics
+import sys
 import time
 import uuid
 
-from oslo_config import cfg
-from watcher.common import utils as watcher_utils
-from watcher.decision_engine.loading import default as loading
-from watcher.decision_engine.model import element
-from watcher.decision_engine.model import model_root
+# The checkout's package, not an installed copy (the loader's entry point
+# names the module; the first on the path answers).
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
-from nova_adaptive_paging.pools import figures as pool_figures
-from nova_adaptive_paging.watcher import ledger
+from oslo_config import cfg  # noqa: E402
+from watcher.common import utils as watcher_utils  # noqa: E402
+from watcher.decision_engine.loading import default as loading  # noqa: E402
+from watcher.decision_engine.model import element  # noqa: E402
+from watcher.decision_engine.model import model_root  # noqa: E402
+
+from nova_adaptive_paging.pools import figures as pool_figures  # noqa: E402
+from nova_adaptive_paging.watcher import ledger  # noqa: E402
 
 HOUR = 3600.0
 PROJECT = str(uuid.UUID(int=7))
