@@ -83,6 +83,9 @@ BOUNDS = {
     'margin': (2.0, 1.0, 1000.0),
     'budget': (5, 0, 10000),
     'moves_per_day': (4, 1, 48),
+    # 1: a full pool's place goes to whoever gains most from it (a guest
+    # it suits least moves out so that one it suits more can move in).
+    'make_room': (1, 0, 1),
     # The guest's dirty rate when nothing better is known.
     'dirty_mib_s': (50.0, 0.0, 1e6),
 }
@@ -112,6 +115,7 @@ class Params:
     margin: float = BOUNDS['margin'][0]
     budget: int = BOUNDS['budget'][0]
     moves_per_day: int = BOUNDS['moves_per_day'][0]
+    make_room: int = BOUNDS['make_room'][0]
     dirty_mib_s: float = BOUNDS['dirty_mib_s'][0]
 
     def __post_init__(self):
@@ -266,6 +270,9 @@ def plan(guests, hosts, params=Params(), link=migration.Link(),
                 room[p.destination], p.need)]
     holds, candidates = [], []
     estimates = {}          # (MiB, MiB/s) -> Estimate: guests share sizes
+    # Guests free to move that their pool's move would not pay for, by
+    # pool: who may make room there.
+    stayers = {}
     for g in guests:
         host = by_name.get(g.host)
         since = wait = bad = None
@@ -313,6 +320,7 @@ def plan(guests, hosts, params=Params(), link=migration.Link(),
                                   'would not converge', (g.memory_mib,)))
             elif (g.window_gain_s < params.margin * est.guest_s
                   or gain < params.margin * est.guest_s):
+                stayers.setdefault(host.pool, []).append((g, est.guest_s))
                 holds.append(Hold(g, NOT_WORTH, '%s would have saved %.1f '
                                   's in the last %.0f s, %.1f s over the '
                                   'horizon; the move costs %.1f s (x%g '
@@ -323,7 +331,7 @@ def plan(guests, hosts, params=Params(), link=migration.Link(),
             else:
                 candidates.append((len(today), gain - est.guest_s, g,
                                    host, gain, est.guest_s))
-    moves = []
+    moves, held_for_room = [], []
     # A fair share: who moved less today goes first, then the most
     # profitable.
     candidates.sort(key=lambda c: (c[0], -c[1], c[2].uuid))
@@ -338,9 +346,7 @@ def plan(guests, hosts, params=Params(), link=migration.Link(),
                 if by_name[name].pool == to_mode
                 and all(f >= n for f, n in zip(free, need))]
         if not fits:
-            holds.append(Hold(g, NO_ROOM, 'no enabled host of the %s pool '
-                              'has room for %d vCPUs, %d MiB',
-                              (to_mode, g.vcpus, g.memory_mib)))
+            held_for_room.append((g, host, to_mode, cost))
             continue
         # The roomiest host: moves of one audit spread out.
         dest = max(fits, key=lambda n: (room[n][1], room[n][0], n))
@@ -348,4 +354,46 @@ def plan(guests, hosts, params=Params(), link=migration.Link(),
         # Watcher's applier runs the plan's migrations in parallel.
         room[dest] = [f - n for f, n in zip(room[dest], need)]
         moves.append(Move(g, g.host, dest, to_mode, gain, cost))
+    _make_room(held_for_room, stayers, room, by_name, moves, holds, params)
     return Plan(moves, holds)
+
+
+def _make_room(wanting, stayers, room, by_name, moves, holds, params):
+    """A full pool's place to whoever gains most from it.  For each guest
+    Y held because the pool it wants is full (in the fair order), the
+    guest X of that pool that the pool suits least (the other mode would
+    save it the most, or cost it the least) moves out to Y's pool now,
+    and Y follows at a later audit into the room X left, when what Y
+    would save over the window, less what X would lose, is ``margin``
+    times both migrations (and over the horizon too).  X's move is paid
+    for by the pair, not by X: it counts in X's daily cap and cool-down
+    like any move, and X's way back is a reversal."""
+    scale = params.horizon_s / params.window_s
+    for pool in stayers:
+        # Who the pool suits least first.
+        stayers[pool].sort(key=lambda s: (-s[0].window_gain_s, s[0].uuid))
+    for g, host, to_mode, cost in wanting:
+        why = ('no enabled host of the %s pool has room for %d vCPUs, '
+               '%d MiB', (to_mode, g.vcpus, g.memory_mib))
+        candidates = stayers.get(to_mode) if params.make_room else None
+        if candidates and len(moves) < params.budget:
+            x, x_cost = candidates[0]
+            net = g.window_gain_s + x.window_gain_s
+            need = (x.vcpus, x.memory_mib, x.disk_gb)
+            fits = [n for n, free in sorted(room.items())
+                    if by_name[n].pool == host.pool
+                    and all(f >= q for f, q in zip(free, need))]
+            if (fits and net >= params.margin * (cost + x_cost)
+                    and net * scale >= params.margin * (cost + x_cost)):
+                candidates.pop(0)
+                dest = max(fits, key=lambda n: (room[n][1], room[n][0], n))
+                room[dest] = [f - q for f, q in zip(room[dest], need)]
+                moves.append(Move(x, x.host, dest, host.pool,
+                                  x.window_gain_s * scale, x_cost))
+                holds[:] = [h for h in holds if h.guest is not x]
+                why = ('the %s pool is full: %s moves out to make room '
+                       '(%.1f s gained in the last %.0f s by the pair, '
+                       'for %.1f s of migrations)', (
+                           to_mode, x.uuid, net, params.window_s,
+                           cost + x_cost))
+        holds.append(Hold(g, NO_ROOM, *why))

@@ -91,6 +91,9 @@ PARAMETERS = {
     'margin': 'How many times its cost a move must gain.',
     'budget': 'Moves an audit proposes at most.',
     'moves_per_day': 'Moves of one guest in any 24 hours at most.',
+    'make_room': '1: when a pool is full, a guest it suits least moves '
+                 'out so that one it suits more can move in, when the '
+                 'pair gains margin times both migrations; 0: never.',
     'dirty_mib_s': 'Memory a guest dirties (MiB/s), for the migration '
                    'model.',
     'bandwidth_mib_s': 'The migration network\'s payload bandwidth '
