@@ -55,7 +55,9 @@ def simulate_pools(seeds, boot_placement, as_json):
                                2 * pool_day.Config(seed).hosts_per_pool),
                            100 * pool_day.Config(seed).occupancy))
             click.echo(stock_fleet.summary(
-                result['fleet'], c['moves'], result['measured_guests']))
+                result['fleet'], c['moves'], result['measured_guests'],
+                name='paging_fit' + (' with boot placement' if on else '')
+                if strategy else 'Nova alone'))
             click.echo('  %d migrations failed; %d guests held for no room '
                        'in the other pool; %d boots found a pool full; %d '
                        'of %d guests booted in their best pool\n' % (

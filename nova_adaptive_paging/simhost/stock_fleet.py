@@ -153,21 +153,22 @@ def shares(fleet):
     }
 
 
-def summary(fleet, migrations, guests):
-    """The day's figures against both baselines, for people (MODELED)."""
+def summary(fleet, migrations, guests, name='paging_fit'):
+    """The day's figures against both baselines, for people (MODELED);
+    ``name``: what ran the fleet."""
     share = shares(fleet)
     rows = [('all in the hap pool', fleet[HAP]),
             ('all in the shadow pool', fleet[SHADOW]),
             ('each in its best pool all along',
              fleet['best_static_per_guest']),
-            ('paging_fit (%d migrations)' % migrations, fleet['fleet']),
+            ('%s (%d migrations)' % (name, migrations), fleet['fleet']),
             ('adaptive paging on the patched kernel',
              fleet[vocabulary.ADAPTIVE])]
     lines = ['MODELED: %d adaptive guests\' time for their work' % guests]
-    lines += ['  %-40s %12.0f s' % row for row in rows]
-    lines.append('  paging_fit reaches %.1f %% of the patched kernel\'s gain '
+    lines += ['  %-48s %12.0f s' % row for row in rows]
+    lines.append('  %s reaches %.1f %% of the patched kernel\'s gain '
                  'over the better static pool' % (
-                     100 * share['vs_better_static_pool']))
+                     name, 100 * share['vs_better_static_pool']))
     lines.append('  and %.1f %% of its gain over each guest in its best pool '
                  'all along' % (100 * share['vs_best_pool_per_guest']))
     return '\n'.join(lines)
