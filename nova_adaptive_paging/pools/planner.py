@@ -368,6 +368,8 @@ def _make_room(wanting, stayers, room, by_name, moves, holds, params):
     times both migrations (and over the horizon too).  X's move is paid
     for by the pair, not by X: it counts in X's daily cap and cool-down
     like any move, and X's way back is a reversal."""
+    if not wanting:
+        return
     scale = params.horizon_s / params.window_s
     for pool in stayers:
         # Who the pool suits least first.
