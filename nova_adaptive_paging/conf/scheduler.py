@@ -125,7 +125,8 @@ Related options:
                  help="""
 Seconds all the queries of one read of the history may take together.
 A read happens at most once every ``boot_refresh_s`` (not once per
-boot), so a Prometheus that is down delays one scheduling request by at
+boot), so a Prometheus that is down delays the scheduling requests of
+that moment (the one that reads, and those that wait for its read) by at
 most this long every ``boot_refresh_s``; the weigher then weighs all
 hosts alike and says why once in the scheduler's log.
 """),
