@@ -58,8 +58,9 @@ def simulate_pools(seeds, boot_placement, as_json):
                 result['fleet'], c['moves'], result['measured_guests'],
                 name='paging_fit' + (' with boot placement' if on else '')
                 if strategy else 'Nova alone'))
-            click.echo('  %d migrations failed; %d guests held for no room '
-                       'in the other pool; %d boots found a pool full; %d '
+            click.echo('  %d migrations failed; %d holds for no room in '
+                       'the other pool (a guest in an audit); %d boots '
+                       'found a pool full; %d '
                        'of %d guests booted in their best pool\n' % (
                            c['moves_failed'], c['no_room'],
                            c['boots_with_a_pool_full'],

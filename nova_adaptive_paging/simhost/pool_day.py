@@ -34,7 +34,7 @@ The model, per seed (:class:`Config` has every figure):
   the guests that finished left, each running ``duration_h`` native
   hours (a guest that finds no room waits for the next hour, counted).
   Whenever more guests want one pool than it holds, it is full:
-  capacity binds (the figures count the guests held for no room and the
+  capacity binds (the figures count the holds for no room and the
   boots that found a pool full).
 * Each guest is of one of ``images`` images (and ``projects``
   projects).  An image runs one day-long workload drawn from
