@@ -60,6 +60,11 @@ interval = 1
 reconcile_interval = 2
 listen_address = 127.0.0.1
 listen_port = {{port}}
+# The emulated host runs tens of times slower than hardware: starting the
+# privsep daemon (a Python process) took over the 30 s default there.  The
+# deadlines stay, at their maximum, to tell slow from never.
+privsep_timeout = 600
+libvirt_timeout = 600
 
 [nova_adaptive_paging_privileged]
 helper_command = privsep-helper --config-file {{conf}}
