@@ -197,15 +197,10 @@ def read(client, history='7d', at=None):
     (prometheus_api.Client, or a :class:`Deadline`); raises its
     PrometheusError when Prometheus cannot answer."""
     dropped = collections.Counter()
-    modes = collections.defaultdict(set)
-    for labels, _ in client.query(Q.pool_history(history), at):
-        modes[labels[Q.HOST]].add(labels['mode'])
-    host_mode = {}
-    for host, seen in modes.items():
-        if len(seen) == 1:
-            (host_mode[host],) = seen
-        else:
-            dropped['host-in-both-pools'] += 1
+    host_mode = pool_figures.pool_of_each_host(
+        ((labels[Q.HOST], labels['mode'])
+         for labels, _ in client.query(Q.pool_history(history), at)),
+        dropped)
     info = {}
     for labels, _ in client.query(Q.guest_origin_history(history), at):
         uuid = labels[M.GUEST_LABEL]

@@ -88,6 +88,22 @@ def _finite(value):
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
+def pool_of_each_host(host_modes, dropped):
+    """{host: mode} from (host, mode) pairs: a host seen in both modes is
+    in neither pool (whichever series came last would otherwise decide),
+    counted in ``dropped['host-in-both-pools']``."""
+    modes = collections.defaultdict(set)
+    for host, mode in host_modes:
+        modes[host].add(mode)
+    pools = {}
+    for host, seen in modes.items():
+        if len(seen) == 1:
+            (pools[host],) = seen
+        else:
+            dropped['host-in-both-pools'] += 1
+    return pools
+
+
 def read(client, window, at=None, fqdn_label=None):
     """:class:`Figures` from ``client`` (prometheus_api.Client); raises
     its PrometheusError when Prometheus cannot answer.  ``fqdn_label``:
@@ -98,16 +114,10 @@ def read(client, window, at=None, fqdn_label=None):
         return host_name(labels[Q.HOST])
 
     dropped = collections.Counter()
-    modes = collections.defaultdict(set)
     keep = (fqdn_label,) if fqdn_label else ()
-    for labels, _ in client.query(Q.host_pool(*keep), at):
-        modes[host_of(labels)].add(labels['mode'])
-    pools = {}
-    for host, seen in modes.items():
-        if len(seen) == 1:
-            (pools[host],) = seen
-        else:
-            dropped['host-in-both-pools'] += 1
+    pools = pool_of_each_host(
+        ((host_of(labels), labels['mode'])
+         for labels, _ in client.query(Q.host_pool(*keep), at)), dropped)
     observed, hosts = {}, {}
     for labels, value in client.query(Q.name(M.ADVISED_SECONDS), at):
         if _finite(value) and value >= 0:
