@@ -233,7 +233,7 @@ make_initramfs() {
 		paging_switch_remap_test paging_switch_memcg_test \
 		paging_switch_pmu_test paging_switch_cost_test \
 		paging_switch_pae_test paging_switch_walk_test \
-		paging_switch_cpuid_test; do
+		paging_switch_cpuid_test paging_switch_nested_test; do
 		if [ -f "$st/x86_64/$t" ]; then
 			cp "$st/x86_64/$t" "$root/selftests/"
 		fi

@@ -274,6 +274,34 @@ def assert_cpuid(out, report):
                      r'again$', out, re.M), report
 
 
+def assert_nested_svm(out, report):
+    """paging_switch_nested_test passed on SVM (kvm_amd nested=1, VMs
+    without SVM in their CPUID): EFER.SVME set by the host took a VM in
+    shadow mode back to hap and shadow paging was refused from then on,
+    and its guest's VMRUN ended in VMEXIT_INVALID (6.12 checks vmcb12's
+    EFER against the vCPU's CPUID); a vCPU put in guest mode by the host
+    before it followed its VM back to hap ran L2 in shadow mode and
+    switched on its return to L1, with no kernel warning."""
+    assert re.search(r'^NAP-RESULT nested paging_switch_nested_test PASS',
+                     out, re.M), report
+    assert re.search(r'^NAP-OUT nested: ok 1 svme: EFER\.SVME from the host '
+                     r'ends shadow paging; VMRUN refused \(VMEXIT_INVALID',
+                     out, re.M), report
+    assert re.search(r'^NAP-OUT nested: ok 2 guest-mode: L2 keeps its '
+                     r"vCPU's mode, L1 switches on its return$", out,
+                     re.M), report
+
+
+def assert_nested_vmx(out, report):
+    """paging_switch_nested_test passed on VMX (kvm_intel nested=1):
+    without VMX in its CPUID a vCPU gets neither CR4.VMXE nor a VMXON
+    region from the host, and its VM keeps running in shadow mode."""
+    assert re.search(r'^NAP-RESULT nested paging_switch_nested_test PASS',
+                     out, re.M), report
+    assert re.search(r'^NAP-OUT nested: ok 1 vmx: no VMX in CPUID, no VMX '
+                     r'operation, still switching$', out, re.M), report
+
+
 def assert_noncoherent_refused(out, report):
     """A VM in shadow mode given a device that does DMA without snooping
     (faked, guest/fakes: as VFIO reports one) went back to hap with a hap

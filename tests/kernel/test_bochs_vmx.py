@@ -128,6 +128,7 @@ def test_vmx_switching_under_bochs(guests):
     kpatch.assert_pae(out, run.report, held=True)
     kpatch.assert_walk(out, run.report)
     kpatch.assert_cpuid(out, run.report)
+    kpatch.assert_nested_vmx(out, run.report)
     kpatch.assert_linux_guest(out, run.report, LINUX_MODES, LINUX_ROUNDS)
     assert 'NAP-DMESG' not in out, run.report
     assert rc == 0, run.report
@@ -162,7 +163,7 @@ def test_vmx_half_on_the_debug_kernel():
         'paging_switch_remap_test', 'paging_switch_memcg_test',
         'paging_switch_pmu_test', 'paging_switch_cost_test',
         'paging_switch_pae_test', 'paging_switch_walk_test',
-        'paging_switch_cpuid_test'}, run.report
+        'paging_switch_cpuid_test', 'paging_switch_nested_test'}, run.report
     assert not [r for r in results if r[2] != 'PASS'], run.report
     storm = re.search(r'^NAP-OUT storm: (\d+) writes, 2 vCPUs: (\d+) to '
                       r'shadow, (\d+) to hap', out, re.M)

@@ -99,7 +99,7 @@ def test_selftests_in_every_mode(guests):
              if not r[0].startswith('switch-')
              and r[0] not in ('abi', 'abi-lockdown', 'cr0', 'cr3', 'access',
                               'remap', 'memcg', 'pmu', 'cost', 'pae',
-                              'walk', 'cpuid')}
+                              'walk', 'cpuid', 'nested')}
     assert modes == {'hap', 'shadow', 'storm'}, run.report
     failed = [r for r in results if r[2] == 'FAIL']
     assert not failed, run.report
@@ -156,6 +156,8 @@ def test_selftests_in_every_mode(guests):
     kpatch.assert_walk(out, run.report)
     # 1 GiB pages and MAXPHYADDR as TDP gave them, in every mode.
     kpatch.assert_cpuid(out, run.report)
+    # EFER.SVME from the host ends shadow paging; no switch in guest mode.
+    kpatch.assert_nested_svm(out, run.report)
     # The interface's conformance suite, run in the guest through debugfs
     # and, locked down, through the VM fd (host.vmfd).
     found = re.findall(r'^NAP-CONFORMANCE (\S+) (\S+) (\S+)', out, re.M)
@@ -320,7 +322,8 @@ def test_switch_storm_on_the_debug_kernel():
         'paging_switch_access_test', 'paging_switch_remap_test',
         'paging_switch_memcg_test', 'paging_switch_pmu_test',
         'paging_switch_cost_test', 'paging_switch_pae_test',
-        'paging_switch_walk_test', 'paging_switch_cpuid_test'}, run.report
+        'paging_switch_walk_test', 'paging_switch_cpuid_test',
+        'paging_switch_nested_test'}, run.report
     # paging_switch_abi_test runs twice: through debugfs, then locked down.
     assert not [r for r in results if r[2] != 'PASS'], run.report
     kpatch.assert_lockdown(out, run.report)
