@@ -2,7 +2,7 @@
 # Build the patched Linux 6.12 LTS kernel and KVM modules for the tests.
 #
 #   kvm-patch/build.sh [--variant test|debug] [--no-build] [--selftests]
-#                      [--dev]
+#                      [--dev] [--mutation FILE]
 #
 # 1. Takes Debian's linux-source-6.12 at the version kvm-patch/linux-version
 #    pins (the installed package's tarball if it is that version, else
@@ -12,6 +12,9 @@
 #    order of kvm-patch/patches/series with "git am" (so "applies to
 #    the pinned pristine source" is checked on every run).  Files the series does
 #    not touch keep their timestamps, so the object directory stays warm.
+#    --mutation FILE then applies FILE (kvm-patch/mutations/), a defect
+#    planted on purpose that the selftests must catch (tox -e
+#    kvm-mutation); use it with a NAP_CACHE of its own, as that env does.
 # 3. Runs scripts/checkpatch.pl --strict on every patch and writes the
 #    result to $OUT/checkpatch.txt.
 # 4. Configures (x86_64 defconfig + kvm_guest.config + config/kvm-test.config,
@@ -31,6 +34,7 @@ VARIANT=test
 BUILD=1
 SELFTESTS=0
 DEV=0
+MUTATION=
 JOBS=${NAP_JOBS:-2}
 
 while [ $# -gt 0 ]; do
@@ -39,7 +43,8 @@ while [ $# -gt 0 ]; do
 	--no-build) BUILD=0; shift ;;
 	--selftests) SELFTESTS=1; shift ;;
 	--dev) DEV=1; shift ;;
-	-h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+	--mutation) MUTATION=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
+	-h|--help) sed -n '2,27p' "$0"; exit 0 ;;
 	*) echo "unknown argument: $1" >&2; exit 2 ;;
 	esac
 done
@@ -106,6 +111,12 @@ else
 			"$HERE/patches/$p"
 	done
 	log "series applied: ${#PATCHES[@]} patches on pristine $KVER"
+	if [ -n "$MUTATION" ]; then
+		git apply "$MUTATION"
+		git -c user.name=series -c user.email=series@localhost \
+			commit -q -a -m "mutation: $(basename "$MUTATION")"
+		log "mutation applied: $MUTATION"
+	fi
 fi
 
 # 3. checkpatch.

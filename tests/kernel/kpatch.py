@@ -116,11 +116,29 @@ def pinned_linux():
     return PinnedLinux(*out.split())
 
 
-def build_series(variant='test'):
+def cache(environ=None):
+    """The kernel cache kvm-patch/lib.sh resolves in ENVIRON (default: this
+    process's environment): NAP_CACHE, else the gate's."""
+    return subprocess.run(
+        ['bash', '-c', '. "$1" && echo "$CACHE"', '-',
+         os.path.join(KVM_PATCH, 'lib.sh')], check=True,
+        env=os.environ if environ is None else environ,
+        stdout=subprocess.PIPE, text=True).stdout.strip()
+
+
+def gate_cache():
+    """The cache of the gate's build (lib.sh's default)."""
+    return cache({k: v for k, v in os.environ.items() if k != 'NAP_CACHE'})
+
+
+def build_series(variant='test', mutation=None):
     """kvm-patch/build.sh: the series applied, kernel, modules and static
-    selftests built for VARIANT (ccache and objects under the cache)."""
+    selftests built for VARIANT (ccache and objects under the cache); with
+    MUTATION, that file of kvm-patch/mutations/ applied after it."""
     subprocess.run([os.path.join(KVM_PATCH, 'build.sh'), '--variant',
-                    variant, '--selftests'], check=True)
+                    variant, '--selftests'] +
+                   (['--mutation', mutation] if mutation else []),
+                   check=True)
 
 
 def run_guest(machine, *args):
@@ -151,6 +169,18 @@ def assert_access_matrix(out, report):
         ('hap', 18432, 6144, 0), ('shadow', 18432, 6144, 0),
         ('switching', 18432, 6144, 0)], report
     assert 'smep on smap on' in out, report
+
+
+def assert_cr0_by_the_guest(out, report, cycles=100):
+    """paging_switch_cr0_test's second half ran: the guest cleared and set
+    CR0.PG with its own MOV to CR0 CYCLES times, a third of them with the
+    VM in shadow mode throughout and the others with the VM switched
+    while paging was off, each vCPU running with TDP while paging was off
+    and in the VM's mode after (its paging_shadow statistic)."""
+    assert re.search(r"^NAP-OUT cr0: %d cycles of paging off and on by the "
+                     r"guest's MOV to CR0, %d of them across a switch, each "
+                     r"vCPU's mode checked$" % (cycles, cycles - cycles // 3),
+                     out, re.M), report
 
 
 def assert_remap(out, report, replacements=4096, log_changes=16):

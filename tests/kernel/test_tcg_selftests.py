@@ -121,6 +121,9 @@ def test_selftests_in_every_mode(guests):
     # PDPTEs set bits the APM reserves, which QEMU does not check).
     assert re.search(r'^NAP-RESULT cr0 paging_switch_cr0_test PASS', out,
                      re.M), run.report
+    # Then by the guest's own MOV to CR0, also with the VM switched while
+    # paging is off.
+    kpatch.assert_cr0_by_the_guest(out, run.report)
     # A guest loading CR3 (two address spaces) in hap, in shadow mode and
     # switched at every round.
     assert re.search(r'^NAP-RESULT cr3 paging_switch_cr3_test PASS', out,
