@@ -159,6 +159,30 @@ def _scaled_ratio(numerator, scale, denominator):
     return min(numerator * scale // denominator, METRIC_MAX)
 
 
+def counter_delta(prev, now):
+    """One interval's count of a perf counter, or None for no count.
+
+    ``prev`` and ``now`` are its readings at the start and the end of the
+    interval, each ``(count, time_enabled, time_running)`` as perf reads
+    an event with ``PERF_FORMAT_TOTAL_TIME_ENABLED | _RUNNING``, all
+    cumulative.  No count when the counter went back (it was reopened),
+    or when the event was enabled but never on the PMU: starved by pinned
+    events (a vPMU's, say), it read nothing, and nothing is not a count of
+    zero.  An event that ran for part of the time it was enabled
+    (multiplexed) counts what it saw scaled by this interval's enabled
+    over running time, saturating at 2^64 - 1.  A counter without times
+    (both 0) gives its increase.
+    """
+    count, enabled, running = (n - p for n, p in zip(now, prev))
+    if count < 0 or enabled < 0 or running < 0:
+        return None
+    if not running:
+        return None if enabled else count
+    if running >= enabled:
+        return count
+    return min(count * enabled // running, U64_MAX)
+
+
 @dataclasses.dataclass(frozen=True)
 class Sample:
     """One interval's metrics, computed from the raw counter deltas."""

@@ -78,17 +78,27 @@ class Advisor:
 
     def step(self, instructions, tlb_misses, faults):
         """Feed cumulative counts (``faults`` None when the guest reports
-        none); return the mode adaptive paging would run next."""
-        now = (instructions, tlb_misses, faults)
-        prev, self.prev = self.prev, now
+        none; ``instructions`` or ``tlb_misses`` None for an interval the
+        PMU did not count, which :class:`~nova_adaptive_paging.host.perf.
+        GuestCounters` leaves out of its later totals); return the mode
+        adaptive paging would run next."""
+        prev = self.prev
+        counted = instructions is not None and tlb_misses is not None
+        if not counted and prev is not None:
+            # An uncounted event keeps its last total for the next read.
+            instructions = prev[0] if instructions is None else instructions
+            tlb_misses = prev[1] if tlb_misses is None else tlb_misses
+        self.prev = (instructions, tlb_misses, faults)
         at, last = self.clock(), self.read_at
         self.read_at = at
         if self.first_at is None:
             self.first_at = at
         since = at - last if last is not None else 0
-        if prev is None or instructions < prev[0] or tlb_misses < prev[1]:
+        if (prev is None or None in prev[:2] or None in self.prev[:2]
+                or self.prev[0] < prev[0] or self.prev[1] < prev[1]):
             return self.mode            # first read, or counters restarted
-        d_insns, d_tlb = instructions - prev[0], tlb_misses - prev[1]
+        d_insns, d_tlb = ((instructions - prev[0], tlb_misses - prev[1])
+                          if counted else (None, None))
         d_faults = (None if faults is None or prev[2] is None
                     or faults < prev[2] else faults - prev[2])
         ran_in = self.mode
@@ -98,7 +108,7 @@ class Advisor:
         target = str(self.engine.step(dsp.Sample.from_counts(
             d_insns, d_tlb, d_faults), elapsed))
         self.samples += 1
-        if d_faults is not None:
+        if d_faults is not None and counted:
             saved = self._saved_s(d_tlb, d_faults)
             self.other_s += saved
             if ran_in != self.host_mode:

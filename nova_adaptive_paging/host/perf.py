@@ -21,6 +21,12 @@ access: the agent does it through its privsep daemon
 (:mod:`.privileged`).  A host whose CPU or hypervisor exposes no PMU (as
 in most VMs, and on the machines this project is tested on) has no such
 counters: :class:`Unavailable` says why, once.
+
+Each event is read with the times it was enabled and on the PMU, and an
+interval counts as the kernel's sampler counts it
+(:func:`nova_adaptive_paging.dsp.counter_delta`): an event starved of
+PMU time by pinned events (a vPMU's) has no count for the interval, not
+a count of zero, and a multiplexed one is scaled for its time off.
 """
 
 import ctypes
@@ -28,6 +34,8 @@ import errno
 import os
 import re
 import struct
+
+from nova_adaptive_paging import dsp
 
 _NR_PERF_EVENT_OPEN = 298          # x86_64
 PERF_TYPE_HARDWARE = 0
@@ -37,6 +45,9 @@ PERF_COUNT_HW_INSTRUCTIONS = 1
 PERF_COUNT_HW_CACHE_DTLB_READ_MISS = 3 | (0 << 8) | (1 << 16)
 _ATTR_SIZE = 128                   # PERF_ATTR_SIZE_VER7 and later
 _DISABLED, _EXCLUDE_HV, _EXCLUDE_HOST = 1 << 0, 1 << 6, 1 << 19
+# read(2) gives (count, time enabled, time running), each a u64.
+_FORMAT_TOTAL_TIME_ENABLED, _FORMAT_TOTAL_TIME_RUNNING = 1 << 0, 1 << 1
+_READING = struct.Struct('=QQQ')
 EVENTS = ((PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS),
           (PERF_TYPE_HW_CACHE, PERF_COUNT_HW_CACHE_DTLB_READ_MISS))
 # QEMU names its vCPU threads "CPU <n>/KVM".
@@ -58,6 +69,8 @@ class Unavailable(Exception):
 def _attr(kind, config):
     buf = bytearray(_ATTR_SIZE)
     struct.pack_into('=IIQ', buf, 0, kind, _ATTR_SIZE, config)
+    struct.pack_into('=Q', buf, 32, _FORMAT_TOTAL_TIME_ENABLED
+                     | _FORMAT_TOTAL_TIME_RUNNING)
     struct.pack_into('=Q', buf, 40, _EXCLUDE_HV | _EXCLUDE_HOST)
     return (ctypes.c_char * _ATTR_SIZE).from_buffer(buf)
 
@@ -96,6 +109,8 @@ class GuestCounters:
             raise Unavailable('process %d has no vCPU threads' % pid,
                               'a QEMU process without vCPU threads')
         self.fds = []
+        self.last = {}
+        self.totals = [0] * len(EVENTS)
         try:
             for tid in tids:
                 self.fds.append(tuple(_open(k, c, tid) for k, c in EVENTS))
@@ -111,12 +126,25 @@ class GuestCounters:
                               % (pid, why), 'perf_event_open: ' + why)
 
     def read(self):
-        """Cumulative (instructions, dTLB misses) since the open."""
-        totals = [0, 0]
+        """(instructions, dTLB misses) since the open, each the sum of
+        the intervals between two reads that had a count; None for an
+        event some vCPU's interval since the last read has no count of
+        (its sum then leaves that interval out)."""
+        deltas = [0] * len(EVENTS)
         for group in self.fds:
             for i, fd in enumerate(group):
-                totals[i] += struct.unpack('=Q', os.read(fd, 8))[0]
-        return tuple(totals)
+                now = _READING.unpack(os.read(fd, _READING.size))
+                delta = dsp.counter_delta(self.last.get(fd, (0, 0, 0)), now)
+                self.last[fd] = now
+                if delta is None or deltas[i] is None:
+                    deltas[i] = None
+                else:
+                    deltas[i] += delta
+        for i, delta in enumerate(deltas):
+            if delta is not None:
+                self.totals[i] += delta
+        return tuple(None if d is None else t
+                     for d, t in zip(deltas, self.totals))
 
     def close(self):
         for group in self.fds:

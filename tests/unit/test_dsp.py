@@ -185,6 +185,29 @@ def test_missing_counters_and_idle_intervals_stay():
     assert len(engine.window) == 0
 
 
+def test_a_starved_perf_counter_has_no_count_not_zero():
+    # (count, time enabled, time running), cumulative, as perf reads them.
+    start = (5000, 10 ** 9, 10 ** 9)
+    # Enabled for a second but never on the PMU: pinned events (a vPMU's)
+    # had every counter.  Nothing was counted, and that is no data.
+    assert dsp.counter_delta(start, (5000, 2 * 10 ** 9, 10 ** 9)) is None
+    # Its thread did not run at all: enabled no time, truly nothing.
+    assert dsp.counter_delta(start, start) == 0
+    # On the PMU a quarter of the second it was enabled: 300 seen, 1,200
+    # estimated (perf's own multiplexing estimate, for this interval).
+    assert dsp.counter_delta(
+        start, (5300, 2 * 10 ** 9, 10 ** 9 + 25 * 10 ** 7)) == 1200
+    # Always on: the count itself.
+    assert dsp.counter_delta(start, (5300, 2 * 10 ** 9, 2 * 10 ** 9)) == 300
+    # Reopened (the count went back): no data rather than a negative.
+    assert dsp.counter_delta(start, (10, 2 * 10 ** 9, 2 * 10 ** 9)) is None
+    # The estimate saturates instead of wrapping.
+    assert dsp.counter_delta((0, 0, 0), (dsp.U64_MAX, dsp.U64_MAX, 1)) == \
+        dsp.U64_MAX
+    # A counter without times (a software count) gives its increase.
+    assert dsp.counter_delta((7, 0, 0), (9, 0, 0)) == 2
+
+
 def test_metrics_saturate():
     s = dsp.Sample.from_counts(1, dsp.U64_MAX, dsp.U64_MAX)
     assert s.ftlb == s.fpf == dsp.METRIC_MAX
