@@ -125,6 +125,11 @@ BINARY_STATS = tuple(
     BINARY_STATS_PREFIX + key
     for key in STATS_KEYS[STATS_KEYS.index('switches_to_hap'):
                           STATS_KEYS.index('samples') + 1])
+# Each vCPU's own binary statistics (KVM_GET_STATS_FD on the vCPU): whether
+# it runs with shadow paging now (a boolean; paging_mode is only where the
+# VM's vCPUs are to go) and how many times its mode changed.
+VCPU_BINARY_STATS = (BINARY_STATS_PREFIX + 'shadow',
+                     BINARY_STATS_PREFIX + 'switches')
 
 # Errors a write returns (as the errno of write(2)).
 EINVAL = errno.EINVAL          # unparsable or out-of-range value

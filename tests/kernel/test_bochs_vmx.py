@@ -18,8 +18,9 @@ runs, through the same guest/init as the TCG guest: upstream selftests
 with every VM's paging policy at hap, forced to shadow and under the
 switch storm; paging_switch_storm_test switching a 2-vCPU VM between EPT
 and shadow paging while its guest verifies its memory;
-paging_switch_cr0_test (paging turned off and on in shadow mode, with
-code run while it is off: the vCPU goes back to EPT meanwhile);
+paging_switch_cr0_test (paging turned off and on in shadow mode, by the
+host and by the guest's own MOV to CR0, with code run while it is off:
+the vCPU goes back to EPT meanwhile);
 paging_switch_cr3_test (a guest
 loading CR3 between two address spaces, in every mode, tagged with PCIDs
 and flushed by MOV to CR3, INVLPG and INVPCID);
@@ -104,6 +105,9 @@ def test_vmx_switching_under_bochs(guests):
     # (an earlier build of the series did a global INVEPT and INVVPID).
     assert re.search(r'^NAP-OUT cr0: 100 cycles of paging off and on .*, '
                      r'no flush of the whole TLB$', out, re.M), run.report
+    # Then by the guest's own MOV to CR0, leaving and re-entering long
+    # mode, also with the VM switched while paging is off.
+    kpatch.assert_cr0_by_the_guest(out, run.report)
     # CR3 loads in shadow mode exit to KVM on VMX (never with EPT): a
     # guest with two address spaces, in every mode, and no kernel warning.
     assert re.search(r'^NAP-RESULT cr3 paging_switch_cr3_test PASS', out,

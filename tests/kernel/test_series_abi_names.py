@@ -82,12 +82,16 @@ def test_stats_keys_in_order(source):
 
 
 def test_binary_stats_descriptors():
-    added = []
+    added, vcpu = [], []
     for patch in kpatch.patches_touching('arch/x86/kvm/x86.c'):
         with open(patch) as f:
-            added += re.findall(r'^\+\s*STATS_DESC_\w+\(VM, (paging_\w+)\)',
-                                f.read(), re.M)
+            text = f.read()
+        added += re.findall(r'^\+\s*STATS_DESC_\w+\(VM, (paging_\w+)\)',
+                            text, re.M)
+        vcpu += re.findall(r'^\+\s*STATS_DESC_\w+\(VCPU, (paging_\w+)\)',
+                           text, re.M)
     assert tuple(added) == spec.BINARY_STATS
+    assert tuple(vcpu) == spec.VCPU_BINARY_STATS
     # The fields behind them: what the series adds and does not remove.
     fields = []
     for patch in kpatch.patches_touching('arch/x86/include/asm/kvm_host.h'):
@@ -99,4 +103,5 @@ def test_binary_stats_descriptors():
                     fields.append(name)
                 else:
                     fields.remove(name)
-    assert sorted(fields) == sorted(spec.BINARY_STATS)
+    assert sorted(fields) == sorted(
+        spec.BINARY_STATS + spec.VCPU_BINARY_STATS)
