@@ -52,6 +52,9 @@ PROJECT = str(uuid.UUID(int=7))
 
 def fleet(hosts, guests):
     model = model_root.ModelRoot()
+    # With the flavors' extra specs ([compute_model]
+    # enable_extended_attributes), as the strategy needs them.
+    model.extended_attributes_enabled = True
     pools, seen, moves = {}, {}, ledger.Recorded()
     now = 100 * HOUR
     for h in range(hosts):

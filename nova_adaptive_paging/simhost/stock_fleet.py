@@ -194,6 +194,9 @@ def _watcher_model(fleet, specs, where):
     from watcher.decision_engine.model import element
     from watcher.decision_engine.model import model_root
     model = model_root.ModelRoot()
+    # With each guest's flavor extra specs, as Watcher's collector gives
+    # them with [compute_model] enable_extended_attributes.
+    model.extended_attributes_enabled = True
     nodes = {}
     for name, _ in HOSTS:
         node = element.ComputeNode(

@@ -207,6 +207,14 @@ class PagingFit(base.BaseStrategy):
         LOG.info('Initializing %s', self.get_display_name())
         if not self.compute_model:
             raise watcher_exception.ClusterStateNotDefined()
+        # Without them every guest would look static and nothing move,
+        # silently: Watcher's Nova collector leaves flavor extra specs
+        # out of its model unless this is on.
+        if not self.compute_model.extended_attributes_enabled:
+            raise watcher_exception.WatcherException(
+                'paging_fit: Watcher\'s compute model has no flavor extra '
+                'specs, so no guest asks for hw:paging=adaptive: set '
+                '[compute_model] enable_extended_attributes = true')
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug(self.compute_model.to_string())
 

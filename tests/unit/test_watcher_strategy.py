@@ -52,8 +52,12 @@ REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..')
 
 @pytest.fixture(scope='module')
 def watcher_conf():
-    """Watcher's loaders read their plugins' options from cfg.CONF."""
+    """Watcher's loaders read their plugins' options from cfg.CONF; its
+    compute models hold flavor extra specs (as the pools role configures
+    Watcher)."""
     cfg.CONF([], project='watcher', default_config_files=[])
+    cfg.CONF.set_override('enable_extended_attributes', True,
+                          group='compute_model')
     yield cfg.CONF
     cfg.CONF.clear()
 
@@ -166,6 +170,21 @@ def test_bad_audit_parameters_fail_the_audit_with_one_line(watcher_conf):
     with pytest.raises(watcher_exception.WatcherException) as err:
         s.execute()
     assert 'cooldown_s' in str(err.value) and '\n' not in str(err.value)
+
+
+def test_a_model_without_flavor_extra_specs_fails_the_audit_with_one_line(
+        watcher_conf):
+    # Watcher's default: its Nova collector leaves the extra specs out,
+    # so every guest would look static and nothing would ever move.
+    model, hap, _ = fleet_model()
+    instance(model, hap)
+    model.extended_attributes_enabled = False
+    s = strategy_for(model, pool_figures.Figures(POOLS, {}))
+    with pytest.raises(watcher_exception.WatcherException) as err:
+        s.execute()
+    assert ('[compute_model] enable_extended_attributes = true'
+            in str(err.value)) and '\n' not in str(err.value)
+    assert not s.solution.actions
 
 
 def test_a_prometheus_that_is_down_fails_the_audit_moving_nothing(
