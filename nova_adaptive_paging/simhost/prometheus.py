@@ -55,7 +55,7 @@ def free_port():
 
 class Server:
     def __init__(self, workdir, config=None, openmetrics=None,
-                 ready_timeout=60):
+                 ready_timeout=60, port=None):
         prometheus, promtool = binaries()
         self.workdir = workdir
         data = os.path.join(workdir, 'tsdb')
@@ -74,7 +74,8 @@ class Server:
         with open(path, 'w', encoding='utf-8') as f:
             yaml.safe_dump(config or {'global': {'scrape_interval': '1m'}},
                            f, sort_keys=False)
-        port = free_port()
+        # A port given: a client configured before the server started.
+        port = port or free_port()
         self.url = 'http://127.0.0.1:%d' % port
         self.log_path = os.path.join(workdir, 'prometheus.log')
         self._log = open(self.log_path, 'w')
