@@ -93,6 +93,19 @@ int main(void)
 			printf("%llu\n", (unsigned long long)
 			       kvm_dsp_scaled_ratio(v[0], v[1], v[2]));
 			break;
+		case 'c': {
+			struct kvm_dsp_counter prev, now;
+			u64 delta;
+			bool ok;
+
+			if (parse(args, v, 6))
+				goto bad;
+			prev = (struct kvm_dsp_counter){ v[0], v[1], v[2] };
+			now = (struct kvm_dsp_counter){ v[3], v[4], v[5] };
+			ok = kvm_dsp_counter_delta(&prev, &now, &delta);
+			printf("%d %llu\n", ok, (unsigned long long)delta);
+			break;
+		}
 		case 'v':
 			if (parse(args, v, 6))
 				goto bad;

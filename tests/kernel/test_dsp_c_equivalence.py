@@ -222,6 +222,39 @@ def ratio_requests(rng, n):
                str(dsp._scaled_ratio(num, scale, den)))
 
 
+def counter_reading(rng):
+    """(prev, now) readings of a perf counter: starved, idle,
+    multiplexed, saturating, reopened, or ordinary."""
+    prev = tuple(count(rng) // 2 for _ in range(3))
+    pick = rng.random()
+    enabled = rng.choice((0, 1, 2, rng.randrange(1, 1 << 40), U64 // 2))
+    if pick < 0.15:
+        running = 0                                 # starved (or idle)
+    elif pick < 0.3:
+        running = enabled                           # always on the PMU
+    elif pick < 0.45:
+        # Multiplexed at a ratio that overflows 64 bits with the count.
+        running = 1
+        enabled = max(enabled, 2)
+    else:
+        running = rng.randrange(0, enabled + 1)
+    grow = (count(rng) // 2, enabled, running)
+    now = tuple(min(p + g, U64) for p, g in zip(prev, grow))
+    if rng.random() < 0.05:                         # reopened
+        i = rng.randrange(3)
+        now = now[:i] + (rng.randrange(0, prev[i] + 1) if prev[i] else 0,
+                         ) + now[i + 1:]
+    return prev, now
+
+
+def counter_requests(rng, n):
+    for _ in range(n):
+        prev, now = counter_reading(rng)
+        delta = dsp.counter_delta(prev, now)
+        yield ('c ' + ' '.join(map(str, prev + now)),
+               '0 0' if delta is None else '1 %d' % delta)
+
+
 def valid_requests(rng, n):
     for _ in range(n):
         values = [threshold_value(rng) for _ in range(6)]
@@ -248,11 +281,13 @@ def build_requests(rng, n_decide):
     """Yield (request line, expected answer line) pairs.
 
     ``n_decide`` decisions, a fifth as many samples from counts and engine
-    steps, a tenth as many scaled ratios, a fiftieth threshold checks.
+    steps, a tenth as many scaled ratios and perf counters' intervals, a
+    fiftieth threshold checks.
     """
     yield from decide_requests(rng, n_decide)
     yield from sample_requests(rng, n_decide // 5)
     yield from ratio_requests(rng, n_decide // 10)
+    yield from counter_requests(rng, n_decide // 10)
     yield from valid_requests(rng, n_decide // 50)
     yield from guard_requests(rng, n_decide // 50)
     yield from engine_requests(rng, n_decide // 5)
@@ -411,6 +446,11 @@ def test_c_decision_matches_python(drivers, variant):
     assert rules == set(int(r) for r in dsp.Rule)
     ratios = [int(want) for req, want in pairs if req[0] == 'r']
     assert MAX in ratios and any(0 < r < MAX for r in ratios)
+    # A perf counter's interval: no data (starved or reopened), scaled
+    # for multiplexing, saturated, and as counted.
+    counters = [want for req, want in pairs if req[0] == 'c']
+    assert '0 0' in counters and '1 %d' % U64 in counters
+    assert len(set(counters)) > len(counters) // 2
     assert not bad, ('%d of %d answers differ (seed %d, %s); first: %s'
                      % (len(bad), len(pairs), SEED, kinds, bad[:5]))
 

@@ -75,4 +75,19 @@ static inline u64 div_u64(u64 dividend, u32 divisor)
 	return dividend / divisor;
 }
 
+static inline u64 div64_u64(u64 dividend, u64 divisor)
+{
+	if (!divisor)
+		abort();	/* divq would raise #DE */
+	return dividend / divisor;
+}
+
+static inline u64 div64_u64_rem(u64 dividend, u64 divisor, u64 *remainder)
+{
+	if (!divisor)
+		abort();
+	*remainder = dividend % divisor;
+	return dividend / divisor;
+}
+
 #endif
