@@ -25,7 +25,9 @@ migration`).  A guest is proposed for a move when all of these hold:
    moved for paging reasons), it runs in a pool, and its host's agent
    has modeled it;
 2. it has been in its pool for at least ``cooldown_s`` (the agent of the
-   host it arrived on started over: its figures are of this pool only);
+   host it arrived on started over: its figures are of this pool only),
+   or for ``window_s`` if it has not moved within the day (a guest that
+   booted in the wrong pool: no move of its can be undone too soon);
 3. over the last ``window_s`` the other mode would have saved it at
    least ``margin`` times the migration's cost (evidence, not a
    forecast: the move is paid for by a loss already measured);
@@ -36,7 +38,8 @@ migration`).  A guest is proposed for a move when all of these hold:
    not spent (the most profitable moves go first).
 
 Against a guest whose behaviour turns against every move (ping-pong):
-between two moves of a guest lie at least ``cooldown_s`` (>= ``window_s``),
+between two moves of a guest lie at least ``cooldown_s`` (>= ``window_s``;
+its first move of the day needs one ``window_s`` in its pool),
 and before each move it has lost, in the pool it leaves, at least
 ``margin`` times what the move costs, so its migrations never cost more
 than 1/``margin`` of the modeled time it lost in the wrong pool.  A move
@@ -48,7 +51,8 @@ guests that keep flipping cannot starve the others.  Time lost, against
 staying put: each trip away and back costs at most (``cooldown_s`` + an
 audit interval) of the guest's loss rate, which is at most its vCPUs,
 plus two migrations, and trips start at most once every ``cooldown_s`` +
-``reversal_cooldown_s`` (doc/source/stock-fleet.rst states the figures).
+``reversal_cooldown_s``, the first after ``window_s``
+(doc/source/stock-fleet.rst states the figures).
 
 Safe interleavings: a departure's room is not offered to an arrival of
 the same audit (Watcher's applier runs a plan's migrations in parallel),
@@ -160,8 +164,9 @@ class Guest:
     window_gain_s: float = None
     dirty_mib_s: float = None
     # Its moves of the last 24 h, oldest first: (seconds ago, to mode),
-    # from Watcher's action history.
-    moves: tuple = ()
+    # from Watcher's action history; None: not known (it waits
+    # cooldown_s in its pool, as after a move).
+    moves: tuple = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,10 +244,17 @@ def _cooldown(g, params):
     within ``reversal_cooldown_s`` (a reversal: the earlier move was
     wrong, or the guest turns against its moves).  The move that takes
     a guest away after a long stay gets the plain cool-down, so that a
-    wrong move is undone soon and a right one is not repeated soon."""
+    wrong move is undone soon and a right one is not repeated soon.  A
+    guest known to have no move within the day (it booted where it is,
+    or came a day ago or more) needs one window only: there is no move
+    of its to undo, and a window's figures are of this pool alone.  One
+    whose moves are not known waits ``cooldown_s``."""
     since = g.observed_s
-    if g.moves:
-        since = min(since, g.moves[-1][0])
+    if g.moves is None:
+        return since, params.cooldown_s, False
+    if not g.moves:
+        return since, params.window_s, False
+    since = min(since, g.moves[-1][0])
     reversed_ = (len(g.moves) >= 2 and g.moves[-1][1] != g.moves[-2][1]
                  and g.moves[-2][0] - g.moves[-1][0]
                  < params.reversal_cooldown_s)
@@ -276,7 +288,7 @@ def plan(guests, hosts, params=Params(), link=migration.Link(),
     for g in guests:
         host = by_name.get(g.host)
         since = wait = bad = None
-        today = [m for m in g.moves if m[0] <= DAY_S]
+        today = [m for m in g.moves or () if m[0] <= DAY_S]
         if g.policy == vocabulary.ADAPTIVE and g.observed_s is not None:
             bad = _impossible(g, params)
             if bad is None:

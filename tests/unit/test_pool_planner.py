@@ -99,6 +99,26 @@ def test_a_full_pool_takes_no_one():
 
 
 def test_a_guest_in_cool_down_stays():
+    # It arrived by a move an hour ago: cooldown_s (2 h) is not over.
+    moved = guest('hap-1', 120, observed_h=1)
+    moved.moves = ((HOUR, 'hap'),)
+    result = planner.plan([moved], HOSTS)
+    assert not result.moves and result.held(planner.COOLDOWN)
+    # It booted half an hour ago: not even a window of figures.
+    result = planner.plan([guest('hap-1', 120, observed_h=0.5)], HOSTS)
+    assert not result.moves and result.held(planner.COOLDOWN)
+
+
+def test_a_guest_that_has_not_moved_today_needs_one_window():
+    # Booted in the wrong pool a window (1 h) ago: there is no move of
+    # its to undo, so it moves now, not after cooldown_s (2 h).
+    params = planner.Params()
+    assert params.window_s == HOUR < params.cooldown_s
+    booted = guest('hap-1', 120, observed_h=1)
+    booted.moves = ()           # Watcher's history: none within the day
+    (move,) = planner.plan([booted], HOSTS).moves
+    assert move.to_mode == 'shadow'
+    # Its moves not known (no history given): cooldown_s, as after one.
     result = planner.plan([guest('hap-1', 120, observed_h=1)], HOSTS)
     assert not result.moves and result.held(planner.COOLDOWN)
 

@@ -601,8 +601,9 @@ def test_a_guest_that_turns_against_every_move_is_bounded(watcher_conf):
           'staying put\'s' % (len(moved), moved, ratio))
     # The bound: each trip away lasts the cool-down plus at most an
     # audit interval, and trips start at most once per cooldown_s +
-    # reversal_cooldown_s (the first at once).
-    trips = 1 + math.floor((48 * HOUR - params.cooldown_s) / (
+    # reversal_cooldown_s (the first after window_s: no move of the day
+    # before it to undo).
+    trips = 1 + math.floor((48 * HOUR - params.window_s) / (
         params.cooldown_s + params.reversal_cooldown_s))
     away_s = trips * (params.cooldown_s + HOUR)
     assert 48 * HOUR - st['home_s'] <= away_s
