@@ -28,27 +28,35 @@ from nova_adaptive_paging import costmodel
               help='Only paging_fit with, or only without, the paging '
                    'pool weigher (default: both, and Nova alone: neither '
                    'the strategy nor the weigher).')
+@click.option('--oracle', is_flag=True,
+              help='Also a placement oracle: each hour every guest in the '
+                   'pool that runs its next hour faster on the true costs, '
+                   'within the pools\' room, its moves free.')
 @click.option('--json', 'as_json', is_flag=True, help='Print JSON.')
-def simulate_pools(seeds, boot_placement, as_json):
+def simulate_pools(seeds, boot_placement, oracle, as_json):
     """A modeled day of a fleet of paging pools whose capacity binds."""
     from nova_adaptive_paging.simhost import pool_day
     from nova_adaptive_paging.simhost import stock_fleet
-    runs = (((False, False), (True, False), (True, True))
-            if boot_placement is None else ((True, boot_placement),))
+    runs = (((False, False, False), (True, False, False),
+             (True, True, False))
+            if boot_placement is None else ((True, boot_placement, False),))
+    runs += ((True, True, True),) if oracle else ()
     results = []
     click.echo(costmodel.MODELED_NOTE, err=True)
     for seed in seeds or (1, 2, 3):
         drawn = pool_day.Draw(pool_day.Config(seed))
-        for strategy, on in runs:
+        for strategy, on, best in runs:
             result = pool_day.run(pool_day.Config(
-                seed, boot_placement=on, strategy=strategy), drawn)
+                seed, boot_placement=on, strategy=strategy, oracle=best),
+                drawn)
             results.append(result)
             if as_json:
                 continue
             c = result['counts']
-            click.echo('seed %d, paging_fit %s, boot placement %s, %d '
+            click.echo('seed %d, %s %s, boot placement %s, %d '
                        'hosts of %d guests kept %.0f %% full' % (
-                           seed, 'on' if strategy else 'off',
+                           seed, 'placement oracle' if best else 'paging_fit',
+                           'on' if strategy else 'off',
                            'on' if on else 'off',
                            2 * pool_day.Config(seed).hosts_per_pool,
                            result['capacity_guests'] // (
@@ -56,7 +64,8 @@ def simulate_pools(seeds, boot_placement, as_json):
                            100 * pool_day.Config(seed).occupancy))
             click.echo(stock_fleet.summary(
                 result['fleet'], c['moves'], result['measured_guests'],
-                name='paging_fit' + (' with boot placement' if on else '')
+                name='the placement oracle' if best else 'paging_fit' + (
+                    ' with boot placement' if on else '')
                 if strategy else 'Nova alone'))
             click.echo('  %d migrations failed; %d holds for no room in '
                        'the other pool (a guest in an audit); %d boots '

@@ -62,6 +62,12 @@ traces and the true costs, without capacity: all in the hap pool, all
 in the shadow pool, each in its best pool for its whole life, and
 adaptive paging on the patched kernel.
 
+A placement oracle (``Config.oracle``, ``simulate-pools --oracle``)
+runs instead of the strategy: every hour each guest goes, for free, to
+the pool that runs its next hour faster on the true costs, within the
+pools' room (:func:`_oracle`): a reference of what pool placement can
+reach when capacity binds, knowing what no agent knows.
+
 ``nova-paging simulate-pools --seed N`` prints one seed's figures.
 """
 
@@ -110,6 +116,10 @@ class Config:
     # False: no paging_fit either (Nova alone: the RAM weigher places
     # guests, nothing moves them), the baseline a fleet has without it.
     strategy: bool = True
+    # True: a placement oracle instead of paging_fit (:func:`_oracle`),
+    # the reference of what any pool placement could reach in the
+    # pools' room.
+    oracle: bool = False
     hosts_per_pool: int = 3
     host_vcpus: int = 16
     guest_vcpus: int = 2
@@ -315,6 +325,49 @@ class Draw:
                                    stints=[], moves=[])
 
 
+def _next_hour_shadow_saves(g):
+    """What shadow paging saves ``g`` over hap on the rows it runs next
+    (those the faster mode gets through in an hour), on the true
+    costs; negative when hap is faster."""
+    hap, shadow = g.rows_time
+    end = max(_advance(hap, g.pos, HOUR)[0], _advance(shadow, g.pos, HOUR)[0])
+    return ((_at(hap, end) - _at(hap, g.pos))
+            - (_at(shadow, end) - _at(shadow, g.pos)))
+
+
+def _oracle(running, pools, slots):
+    """The moves (uuid, destination, mode) of a placement oracle: every
+    hour each running guest goes to the pool that runs its next hour
+    faster on the true costs, within each pool's slots; the shadow
+    pool's to those it saves most, those hap suits best first to the
+    hap pool's.  It knows what no agent knows (the next hour, the true
+    costs) and its moves are free and never fail: a reference of what
+    any pool placement could reach in the pools' room, not a bound
+    (an hour at a time, and guests boot where the weighers put them)."""
+    cap = {m: slots * sum(1 for p in pools.values() if p == m)
+           for m in MODES}
+    order = sorted(running, key=lambda g: (-_next_hour_shadow_saves(g),
+                                           g.uuid))
+    n_shadow = min(cap[SHADOW], sum(1 for g in order
+                                    if _next_hour_shadow_saves(g) > 0))
+    n_shadow = max(n_shadow, len(order) - cap[HAP])
+    want = {g.uuid: SHADOW if i < n_shadow else HAP
+            for i, g in enumerate(order)}
+    used = dict.fromkeys(pools, 0)
+    for g in running:
+        used[g.host] += pools[g.host] == want[g.uuid]
+    moves = []
+    for g in running:
+        mode = want[g.uuid]
+        if pools[g.host] != mode:
+            dest = min((n for n in sorted(pools)
+                        if pools[n] == mode and used[n] < slots),
+                       key=lambda n: used[n])
+            used[dest] += 1
+            moves.append((g.uuid, dest, mode))
+    return moves
+
+
 def run(cfg, drawn=None, log=None):
     """One seed's day: a dict of figures (MODELED).  ``drawn``: a
     :class:`Draw` of the seed, to share between runs."""
@@ -415,11 +468,24 @@ def run(cfg, drawn=None, log=None):
             observed_s=g.stint_s, window_gain_s=g.last_gain_s,
             moves=tuple((at - t, m) for t, m in g.moves if at - t <= 86400))
             for g in running]
-        plan = planner.plan(pguests, hosts, params, link)
-        counts['no_room'] += len(plan.held(planner.NO_ROOM))
+        if cfg.oracle:
+            moves = _oracle(running, pools, slots)
+        else:
+            plan = planner.plan(pguests, hosts, params, link)
+            counts['no_room'] += len(plan.held(planner.NO_ROOM))
+            moves = [(m.guest.uuid, m.destination, m.to_mode)
+                     for m in plan.moves]
         by_uuid = {g.uuid: g for g in running}
-        for move in plan.moves:
-            g = by_uuid[move.guest.uuid]
+        for uuid, destination, to_mode in moves:
+            g = by_uuid[uuid]
+            if cfg.oracle:          # free, and it never fails
+                g.stints.append((pools[g.host], g.stint_s, g.stint_gain_s))
+                g.host = destination
+                g.stint_s = g.stint_gain_s = 0.0
+                g.last_gain_s = None
+                g.moves.append((at, to_mode))
+                counts['moves'] += 1
+                continue
             true_link = migration.Link(
                 bandwidth_mib_s=link.bandwidth_mib_s * outcome.uniform(
                     *cfg.bandwidth_share))
@@ -435,12 +501,12 @@ def run(cfg, drawn=None, log=None):
             counts['moves'] += 1
             g.pause_s += est.guest_s
             g.stints.append((pools[g.host], g.stint_s, g.stint_gain_s))
-            g.host = move.destination
+            g.host = destination
             g.stint_s = g.stint_gain_s = 0.0
             g.last_gain_s = None
-            g.moves.append((at, move.to_mode))
+            g.moves.append((at, to_mode))
         log('hour %d: %d running, %d waiting, %d moves' % (
-            h, len(running), len(waiting), len(plan.moves)))
+            h, len(running), len(waiting), len(moves)))
         h += 1
     measured = [g for g in guests if g.arrival_h >= cfg.warmup_h]
     fleet = {p: math.fsum(g.baselines[p] for g in measured)
@@ -449,7 +515,7 @@ def run(cfg, drawn=None, log=None):
         min(g.baselines[HAP], g.baselines[SHADOW]) for g in measured)
     fleet['fleet'] = math.fsum(g.done_s - g.started_s for g in measured)
     return {'seed': cfg.seed, 'boot_placement': cfg.boot_placement,
-            'strategy': cfg.strategy,
+            'strategy': cfg.strategy, 'oracle': cfg.oracle,
             'guests': len(guests), 'measured_guests': len(measured),
             'capacity_guests': 2 * cfg.hosts_per_pool * slots,
             'fleet': fleet, 'counts': counts,

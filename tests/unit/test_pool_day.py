@@ -97,3 +97,48 @@ def test_the_summary_names_both_baselines_and_says_modeled():
     assert '60.0 % of the patched kernel\'s gain over the better static' \
         in text
     assert '20.0 % of its gain over each guest in its best pool' in text
+
+
+def oracle_guest(uuid, host, hap_row_s, shadow_row_s, rows=100):
+    """A guest whose every row takes ``hap_row_s`` in hap and
+    ``shadow_row_s`` in shadow (the oracle reads the true times only)."""
+    return pool_day._Guest(
+        uuid=uuid, image='', project='', workload='', arrival_h=0,
+        rows_time=([hap_row_s * i for i in range(rows + 1)],
+                   [shadow_row_s * i for i in range(rows + 1)]),
+        priced=((), ()), dirty_mib_s=50.0, baselines={}, host=host)
+
+
+def test_the_oracle_gives_a_full_pool_to_whom_it_saves_most():
+    # One shadow host of 2 slots; three guests in hap that shadow paging
+    # would speed up, by 40, 30 and 20 % of their hap time, and one in
+    # shadow that hap would speed up.  Shadow's two slots go to the 40
+    # and 30 % ones; the hap-suited one goes home.
+    pools = {'hap-1': 'hap', 'shadow-1': 'shadow'}
+    running = [oracle_guest('a', 'hap-1', 100, 60),
+               oracle_guest('b', 'hap-1', 100, 70),
+               oracle_guest('c', 'hap-1', 100, 80),
+               oracle_guest('d', 'shadow-1', 50, 100)]
+    moves = sorted(pool_day._oracle(running, pools, slots=2))
+    assert moves == [('a', 'shadow-1', 'shadow'), ('b', 'shadow-1', 'shadow'),
+                     ('d', 'hap-1', 'hap')]
+
+
+def test_the_oracle_never_fills_a_pool_past_its_slots():
+    # Four guests shadow suits, one on each of four hap hosts of one
+    # slot; two shadow hosts of one slot: the two shadow saves most go,
+    # one to each.
+    pools = {'hap-1': 'hap', 'hap-2': 'hap', 'hap-3': 'hap', 'hap-4': 'hap',
+             'shadow-1': 'shadow', 'shadow-2': 'shadow'}
+    running = [oracle_guest(u, 'hap-%d' % (k + 1), 100, s)
+               for k, (u, s) in enumerate((('a', 50), ('b', 60), ('c', 70),
+                                           ('d', 80)))]
+    moves = sorted(pool_day._oracle(running, pools, slots=1))
+    assert [m[0] for m in moves] == ['a', 'b']
+    assert {m[1] for m in moves} == {'shadow-1', 'shadow-2'}
+
+
+def test_the_oracle_moves_for_free(drawn):
+    result = run(drawn, oracle=True)
+    assert result['counts']['moves'] > 0
+    assert result['counts']['moves_failed'] == 0
