@@ -83,12 +83,13 @@ CAPS = {host: capabilities.Capabilities(0, mode == 'hap',
                                         'intel-icelake-server', False,
                                         pool=True)
         for host, mode in POOL.items()}
-# The first audit after the cool-down (hour 3 of the day): the hour's
-# figures, the evaluator's, put the TLB-bound guests in the hap pool and
-# the fault-bound ones in the shadow pool on the wrong side; the guest
-# whose phases alternate every half hour and the one whose TLB phase
-# comes at noon are where they belong, and the static ones never move
-# (doc/source/stock-fleet.rst: four moves at that audit).
+# An audit at hour 3 of the day, when none of the guests has moved (the
+# modeled day makes the same four moves at its first audit with a whole
+# window of figures, hour 2: doc/source/stock-fleet.rst): the figures,
+# the evaluator's, put the TLB-bound guests in the hap pool and the
+# fault-bound ones in the shadow pool on the wrong side; the guest whose
+# phases alternate every half hour and the one whose TLB phase comes at
+# noon are where they belong, and the static ones never move.
 AT_HOUR = 3
 MOVES = {'tlb-all-day': 'shadow', 'faults-all-day': 'hap',
          'tlb-then-faults': 'shadow', 'phases': 'hap'}
