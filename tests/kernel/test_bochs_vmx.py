@@ -32,9 +32,8 @@ paging_switch_cost_test (no sampler, no PDP table for a VM at hap);
 paging_switch_abi_test (error codes including the refusal
 of a VM with VMX in CPUID, before and after its policy, statistics, the
 engine under injected samples, the timer, guest page faults counted in
-shadow mode); and a Linux guest OS (Debian's kernel) booted by QEMU/KVM
-in shadow mode from its first instruction and under a storm of switches,
-on two vCPUs, rebooted once in each.
+shadow mode).  A Linux guest OS under this half is tox -e kvm-linux's
+(test_linux_guest.py), not the gate's.
 
 Bochs interprets every instruction, so the selftests are the small ones;
 this is functional emulation, not hardware.  Runs with NAP_KERNEL_TESTS=1
@@ -59,19 +58,16 @@ SWITCHES = 2000
 # guest-physical address of a paging-structure entry into the PML log
 # with bits 11:0 set (seen: 0x183008, 0x20f5f8), where the SDM says they
 # are cleared, and KVM's vmx_flush_pml_buffer() warns on each.
-# The Linux guest OS (Debian's kernel, guest/linux-init) in shadow mode
-# from its first instruction, then under a storm of flips every 50 ms:
-# two boots on two vCPUs each (CR3 loads, paging off at reset and on the
-# APs, a reboot), with a short workload.  Under Bochs the storm's 128 s
-# of guest time took about 10 minutes of wall time; hap and the adaptive
-# policy add as much again: tox -e kvm-linux.
-LINUX_MODES = ('shadow', 'storm')
-LINUX_ROUNDS = 2
-BOOT = ('bochs', '--megs', '2048', '--linux', 'nap.modes=hap,shadow,storm',
+# The Linux guest OS under Bochs (Debian's kernel, guest/linux-init:
+# CR3 loads, paging off at reset and on the APs, reboots, in every mode
+# and under a storm) is tox -e kvm-linux's, not the gate's: its shadow
+# and storm boots alone took 900 s or more of this boot's wall time, and
+# on a busy machine they pushed it past run.sh's 3,000 s limit.  The
+# gate boots a Linux guest OS in every mode on the SVM half
+# (test_linux_guest.py, the second TCG host).
+BOOT = ('bochs', '--megs', '2048', 'nap.modes=hap,shadow,storm',
         'nap.tests=' + SELFTESTS, 'nap.storm_switches=%d' % SWITCHES,
-        'nap.remap=4096:2:16:0', 'nap.linux_modes=' + ','.join(LINUX_MODES),
-        'nap.linux_period_us=50000', 'nap.linux_rounds=%d' % LINUX_ROUNDS,
-        'nap.linux_timeout=600')
+        'nap.remap=4096:2:16:0')
 
 
 def test_vmx_switching_under_bochs(guests):
@@ -133,7 +129,6 @@ def test_vmx_switching_under_bochs(guests):
     kpatch.assert_walk(out, run.report)
     kpatch.assert_cpuid(out, run.report)
     kpatch.assert_nested_vmx(out, run.report)
-    kpatch.assert_linux_guest(out, run.report, LINUX_MODES, LINUX_ROUNDS)
     assert 'NAP-DMESG' not in out, run.report
     assert rc == 0, run.report
 
