@@ -109,8 +109,7 @@ class GuestCounters:
             raise Unavailable('process %d has no vCPU threads' % pid,
                               'a QEMU process without vCPU threads')
         self.fds = []
-        self.last = {}
-        self.totals = [0] * len(EVENTS)
+        self._start_counting()
         try:
             for tid in tids:
                 self.fds.append(tuple(_open(k, c, tid) for k, c in EVENTS))
@@ -124,6 +123,11 @@ class GuestCounters:
                                exc.strerror)
             raise Unavailable('perf_event_open of process %d: %s'
                               % (pid, why), 'perf_event_open: ' + why)
+
+    def _start_counting(self):
+        """No reading yet of any event, nothing counted."""
+        self.last = {}
+        self.totals = [0] * len(EVENTS)
 
     def read(self):
         """(instructions, dTLB misses) since the open, each the sum of

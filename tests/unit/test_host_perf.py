@@ -39,8 +39,7 @@ class PipeCounters(perf.GuestCounters):
             pairs = [os.pipe() for _ in perf.EVENTS]
             self.fds.append(tuple(r for r, _ in pairs))
             self.ends.append(tuple(w for _, w in pairs))
-        self.last = {}
-        self.totals = [0] * len(perf.EVENTS)
+        self._start_counting()
 
     def feed(self, *readings):
         """One (count, enabled, running) per vCPU and event, in order."""
