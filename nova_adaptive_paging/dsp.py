@@ -359,6 +359,13 @@ class Engine:
         self.switched = False
         self.credit = 2 * guard.switch_ns if guard else 0
 
+    def keep_credit(self, credit):
+        """Replacing an engine (new thresholds or prices) starts a new
+        ledger but not new credit: keep at most the ``credit`` the old one
+        had left.  Credit is what bounds the VM's switches, and whoever may
+        change the set would otherwise buy two switches with each change."""
+        self.credit = min(self.credit, credit)
+
     def reset(self, mode=None):
         """Forget the window, e.g. after a switch forced from outside."""
         if mode is not None:

@@ -169,6 +169,7 @@ class VmModel:
         self._sampled_at = host.clock()   # the timer's last sample
         self._holds_rmaps = False         # what shadow paging allocated
         self._hap_since = host.clock()
+        self.engine = None
         self.engine = self._new_engine()
 
     def sampled_from(self, at_ns):
@@ -181,9 +182,14 @@ class VmModel:
         return self.override or self.host.thresholds
 
     def _new_engine(self):
+        """An engine for the effective set, with no more credit than the
+        engine it replaces had left (a VM's first has its own)."""
         t = self.effective_thresholds()
-        return dsp.Engine(t.thresholds, t.history, dsp.Mode.parse(self.mode),
-                          t.guard)
+        engine = dsp.Engine(t.thresholds, t.history,
+                            dsp.Mode.parse(self.mode), t.guard)
+        if self.engine is not None:
+            engine.keep_credit(self.engine.credit)
+        return engine
 
     def host_thresholds_changed(self):
         if self.override is None:
@@ -335,7 +341,10 @@ class VmModel:
         """Whether the interval timer samples this VM (section 5): while
         its policy is adaptive or shadow, it runs in shadow mode or holds
         what shadow paging allocated, or the host profiles every VM; a VM
-        kept at hap by its policy is not sampled."""
+        kept at hap by its policy is not sampled, nor is any VM of a host
+        whose VMs cannot switch unless the host profiles every VM."""
+        if not self.host.tdp:
+            return self.wants_counters()
         return (self.policy != vocabulary.HAP or self.wants_counters()
                 or self.mode == vocabulary.SHADOW or self._holds_rmaps)
 

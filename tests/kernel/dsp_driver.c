@@ -146,6 +146,12 @@ int main(void)
 			printf("%d\n", kvm_dsp_engine_init(&engine, &t, &g,
 				(unsigned int)v[0], (enum kvm_dsp_mode)v[1]));
 			break;
+		case 'K':
+			if (parse(args, v, 1))
+				goto bad;
+			kvm_dsp_engine_keep_credit(&engine, v[0]);
+			printf("%llu\n", (unsigned long long)engine.credit);
+			break;
 		case 'R':
 			if (parse(args, v, 1))
 				goto bad;

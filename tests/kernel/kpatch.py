@@ -256,6 +256,19 @@ def assert_cost(out, report):
                      re.M), report
 
 
+def assert_cost_without_tdp(out, report):
+    """paging_switch_cost_test passed on a host whose vendor module was
+    loaded without TDP (guest/init nap.tdp_off): a VM of 4 vCPUs, in
+    shadow mode as every VM there is, ran no sampler in 5 intervals, and
+    was sampled while dsp_pmu_all was set (before, a sampler ran every
+    interval for the VM's life)."""
+    assert re.search(r'^NAP-RESULT notdp paging_switch_cost_test PASS', out,
+                     re.M), report
+    assert re.search(r'^NAP-OUT notdp: no TDP: no sampler run in 5 '
+                     r'intervals; sampled while the host profiles$', out,
+                     re.M), report
+
+
 def assert_pae(out, report, held):
     """paging_switch_pae_test passed: a 32-bit PAE guest whose PDPT was
     changed without a CR3 load read the same word at hap and in shadow
@@ -317,13 +330,18 @@ def assert_nested_svm(out, report):
     and its guest's VMRUN ended in VMEXIT_INVALID (6.12 checks vmcb12's
     EFER against the vCPU's CPUID); a vCPU put in guest mode by the host
     before it followed its VM back to hap ran L2 in shadow mode and
-    switched on its return to L1, with no kernel warning."""
+    switched on its return to L1, with no kernel warning; and a vCPU added
+    to an L1 hypervisor (SVM in its CPUID) whose L2 ran on nested NPT left
+    KVM's shadow pages of nested NPT alone."""
     assert re.search(r'^NAP-RESULT nested paging_switch_nested_test PASS',
                      out, re.M), report
-    assert re.search(r'^NAP-OUT nested: ok 1 svme: EFER\.SVME from the host '
+    assert re.search(r"^NAP-OUT nested: ok 1 hotadd: an added vCPU left "
+                     r"L1's [1-9]\d* nested-NPT shadow pages$", out,
+                     re.M), report
+    assert re.search(r'^NAP-OUT nested: ok 2 svme: EFER\.SVME from the host '
                      r'ends shadow paging; VMRUN refused \(VMEXIT_INVALID',
                      out, re.M), report
-    assert re.search(r'^NAP-OUT nested: ok 2 guest-mode: L2 keeps its '
+    assert re.search(r'^NAP-OUT nested: ok 3 guest-mode: L2 keeps its '
                      r"vCPU's mode, L1 switches on its return$", out,
                      re.M), report
 

@@ -67,7 +67,7 @@ SWITCHES = 2000
 # (test_linux_guest.py, the second TCG host).
 BOOT = ('bochs', '--megs', '2048', 'nap.modes=hap,shadow,storm',
         'nap.tests=' + SELFTESTS, 'nap.storm_switches=%d' % SWITCHES,
-        'nap.remap=4096:2:16:0')
+        'nap.remap=4096:2:16:0', 'nap.tdp_off=0')
 
 
 def test_vmx_switching_under_bochs(guests):

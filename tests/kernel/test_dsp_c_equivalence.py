@@ -375,6 +375,13 @@ def engine_run(rng):
             engine.reset(dsp.Mode(mode))
             yield 'R %d' % mode, str(mode)
             continue
+        if pick < 0.04:
+            # What a replaced engine had left, around the credit's range.
+            credit = rng.choice((0, 1, engine.credit, engine.credit + 1,
+                                 rng.getrandbits(40), U64))
+            engine.keep_credit(credit)
+            yield 'K %d' % credit, str(engine.credit)
+            continue
         ns = rng.choice((0, 10 ** 8, 10 ** 9)) if directed else elapsed(rng)
         if directed:
             half = dsp.SWITCH_COST_MIN_NS // 2

@@ -99,7 +99,7 @@ def test_selftests_in_every_mode(guests):
              if not r[0].startswith('switch-')
              and r[0] not in ('abi', 'abi-lockdown', 'cr0', 'cr3', 'access',
                               'remap', 'memcg', 'pmu', 'cost', 'pae',
-                              'walk', 'cpuid', 'nested')}
+                              'walk', 'cpuid', 'nested', 'notdp')}
     assert modes == {'hap', 'shadow', 'storm'}, run.report
     failed = [r for r in results if r[2] == 'FAIL']
     assert not failed, run.report
@@ -154,6 +154,8 @@ def test_selftests_in_every_mode(guests):
     kpatch.assert_pmu(out, run.report)
     # A VM that does not switch: no sampler, no PDP table.
     kpatch.assert_cost(out, run.report)
+    # No sampler for the VMs of a host that cannot switch (npt=0).
+    kpatch.assert_cost_without_tdp(out, run.report)
     kpatch.assert_pae(out, run.report, held=False)
     # The mixed-mode write fault of a switch, opened on purpose.
     kpatch.assert_walk(out, run.report)
