@@ -50,6 +50,13 @@ class Paging(str, enum.Enum):
 ADAPTIVE = Paging.ADAPTIVE.value
 POLICIES = tuple(p.value for p in Paging)
 
+# Where an adaptive guest's paging mode is decided: by the kernel's own
+# engine (the series' policy part) or by the agent's, which switches the
+# guest through the mechanism's control (``[adaptive_paging] decision``).
+DECIDED_BY_KERNEL = 'kernel'
+DECIDED_BY_AGENT = 'agent'
+DECIDERS = (DECIDED_BY_KERNEL, DECIDED_BY_AGENT)
+
 # -- flavor extra specs ------------------------------------------------------
 KEY_POLICY = 'hw:paging'
 KEY_INTERVAL = 'hw:paging_interval'

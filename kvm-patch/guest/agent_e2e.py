@@ -114,6 +114,59 @@ def connects():
         return f.read().count('connected to libvirt at')
 
 
+def vcpu_stat(domain, name):
+    """A vCPU statistic of the domain's VM, summed over its vCPUs (KVM's
+    debugfs file of that name in the VM's directory)."""
+    d = vm_dir(domain)
+    return read(os.path.join(d, name)) if d else None
+
+
+def decide_in_the_agent(agent, conf, domain):
+    """decision = agent, as for a kernel with the mechanism alone: after a
+    SIGHUP the agent runs the DSP engine on the adaptive guest's counts,
+    which come from decision_samples_dir (no PMU under TCG, as the
+    kernel's dsp_inject), and switches the guest through paging_policy.
+    TLB-bound counts, then fault-bound ones; what the guest's vCPU runs
+    in is its own statistic, paging_shadow."""
+    samples = os.path.join(RUN, 'samples')
+    os.makedirs(samples, exist_ok=True)
+    counts = [0, 0, 0]
+
+    def feed(tlb, faults):
+        counts[0] += 10 ** 9
+        counts[1] += tlb
+        counts[2] += faults
+        with open(os.path.join(samples, domain + '.tmp'), 'w') as f:
+            f.write('%d %d %d\n' % tuple(counts))
+        os.rename(os.path.join(samples, domain + '.tmp'),
+                  os.path.join(samples, domain))
+
+    feed(0, 0)
+    with open(conf) as f:
+        text = f.read()
+    with open(conf, 'w') as f:
+        f.write(text.replace('[adaptive_paging]\n', '[adaptive_paging]\n'
+                             'decision = agent\ndecision_samples_dir = %s\n'
+                             % samples, 1))
+    agent.send_signal(signal.SIGHUP)
+    for phase, tlb, faults, mode, shadow in (
+            ('tlb-bound', 10 ** 8, 0, 'shadow', '1'),
+            ('fault-bound', 0, 10 ** 6, 'hap', '0')):
+        t0 = time.monotonic()
+
+        def there():
+            feed(tlb, faults)
+            policy, now = vm_state(domain)
+            return (policy == mode and now == mode
+                    and vcpu_stat(domain, 'paging_shadow') == shadow)
+        wait_for(there, 300)
+        policy, now = vm_state(domain)
+        say('decided', phase, domain, 'policy=%s' % policy, 'mode=%s' % now,
+            'paging_shadow=%s' % vcpu_stat(domain, 'paging_shadow'),
+            'paging_switches=%s' % vcpu_stat(domain, 'paging_switches'),
+            'seconds=%.1f' % (time.monotonic() - t0))
+
+
 def main():
     t_start = time.monotonic()
     with open(os.path.join(E2E, 'inputs.json')) as f:
@@ -191,6 +244,7 @@ def main():
             'seconds=%.1f' % (time.monotonic() - t0))
     say('thresholds', read('/%s/%s' % (spec.PARAMS_DIR,
                                        spec.PARAM_THRESHOLDS)) or '-')
+    decide_in_the_agent(agent, conf, second)
 
     # Two intervals more: samples to report, then the scrape.
     time.sleep(3)

@@ -38,6 +38,7 @@ space), so shadow mode is modeled somewhat cheaper than it is for
 guests that switch contexts often.
 """
 
+from nova_adaptive_paging.agent import intervals
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging import vocabulary
 
@@ -52,12 +53,9 @@ class Advisor:
                                  profile.history_samples,
                                  dsp.Mode[host_mode.upper()],
                                  profile.guard)
-        self.nominal_ns = profile.interval_s * 10 ** 9
+        self.intervals = intervals.Intervals(clock,
+                                             profile.interval_s * 10 ** 9)
         self.hw = hw
-        self.clock = clock              # () -> monotonic seconds
-        self.read_at = None
-        self.first_at = None
-        self.prev = None
         self.gain_s = 0.0
         self.other_s = 0.0
         self.samples = 0
@@ -69,7 +67,8 @@ class Advisor:
     @property
     def observed_s(self):
         """How long this agent has watched the guest in this pool."""
-        return 0.0 if self.first_at is None else self.read_at - self.first_at
+        first = self.intervals.first_at
+        return 0.0 if first is None else self.intervals.read_at - first
 
     def _saved_s(self, d_tlb, d_faults):
         """Seconds the other mode would have saved on these counts."""
@@ -79,37 +78,17 @@ class Advisor:
     def step(self, instructions, tlb_misses, faults):
         """Feed cumulative counts (``faults`` None when the guest reports
         none; ``instructions`` or ``tlb_misses`` None for an interval the
-        PMU did not count, which :class:`~nova_adaptive_paging.host.perf.
-        GuestCounters` leaves out of its later totals); return the mode
-        adaptive paging would run next."""
-        prev = self.prev
-        counted = instructions is not None and tlb_misses is not None
-        if not counted and prev is not None:
-            # An uncounted event keeps its last total for the next read.
-            instructions = prev[0] if instructions is None else instructions
-            tlb_misses = prev[1] if tlb_misses is None else tlb_misses
-        self.prev = (instructions, tlb_misses, faults)
-        at, last = self.clock(), self.read_at
-        self.read_at = at
-        if self.first_at is None:
-            self.first_at = at
-        since = at - last if last is not None else 0
-        if (prev is None or None in prev[:2] or None in self.prev[:2]
-                or self.prev[0] < prev[0] or self.prev[1] < prev[1]):
+        PMU did not count, :mod:`.intervals`); return the mode adaptive
+        paging would run next."""
+        got = self.intervals.read(instructions, tlb_misses, faults)
+        if got is None:
             return self.mode            # first read, or counters restarted
-        d_insns, d_tlb = ((instructions - prev[0], tlb_misses - prev[1])
-                          if counted else (None, None))
-        d_faults = (None if faults is None or prev[2] is None
-                    or faults < prev[2] else faults - prev[2])
         ran_in = self.mode
-        # As the kernel: the guard's clock never runs faster than time nor
-        # than the nominal interval.
-        elapsed = min(max(int(since * 1e9), 0), self.nominal_ns)
         target = str(self.engine.step(dsp.Sample.from_counts(
-            d_insns, d_tlb, d_faults), elapsed))
+            got.instructions, got.tlb_misses, got.faults), got.elapsed_ns))
         self.samples += 1
-        if d_faults is not None and counted:
-            saved = self._saved_s(d_tlb, d_faults)
+        if got.faults is not None and got.tlb_misses is not None:
+            saved = self._saved_s(got.tlb_misses, got.faults)
             self.other_s += saved
             if ran_in != self.host_mode:
                 self.gain_s += saved

@@ -163,6 +163,7 @@ class Guest:
     counters_ok: bool = None
     fault_stats: bool = None        # adaptive: its balloon counts faults
     fault_feed: object = None       # ... bounded: faults.FaultFeed
+    decider: object = None          # decision = agent: decider.Decider
 
     def honoured_here(self, caps):
         """:func:`honoured_here` of this guest's decision (the collector

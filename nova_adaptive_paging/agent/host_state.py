@@ -19,6 +19,8 @@ health), not the agent: what a fault can reach is in their signatures.
 
 import dataclasses
 
+from nova_adaptive_paging import vocabulary
+
 
 @dataclasses.dataclass(eq=False)
 class HostState:
@@ -51,19 +53,24 @@ class HostOptions:
     count_walk_cycles: bool = True
     pool: bool = False
     publisher: object = None        # publishes traits, or None
+    decision: str = vocabulary.DECIDED_BY_KERNEL
+    samples_dir: str = None         # decision_samples_dir (a test hook)
 
     @classmethod
     def from_conf(cls, ap, publisher=None):
         """From ``[adaptive_paging]`` (mutable: read at every pass)."""
         return cls(ap.count_all_guests, ap.count_walk_cycles, ap.pool,
-                   publisher)
+                   publisher, ap.decision, ap.decision_samples_dir)
 
 
 @dataclasses.dataclass(frozen=True)
 class Advice:
-    """Advisory mode's means: the generation's cost model (MODELED), the
-    clock of the guests' intervals and how their counters are opened."""
+    """Advisory mode's and the agent's decision's means: the generation's
+    cost model (MODELED), the clock of the guests' intervals, how their
+    counters are opened, and the test hook that replaces them
+    (``decision_samples_dir``: a decider.SampleFiles, or None)."""
 
     hw: object
     clock: object
     counters: object
+    samples: object = None

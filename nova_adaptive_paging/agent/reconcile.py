@@ -25,6 +25,7 @@ table, libvirt's domains, the agent's health, how policies are found,
 what the operator asks of the host and advisory mode's means.
 """
 
+import dataclasses
 import logging
 import time
 import xml.etree.ElementTree as ET
@@ -32,6 +33,7 @@ import xml.etree.ElementTree as ET
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging import capabilities
 from nova_adaptive_paging.agent import advisory
+from nova_adaptive_paging.agent import decider
 from nova_adaptive_paging.agent import domains as domainslib
 from nova_adaptive_paging.agent import guest as guestlib
 from nova_adaptive_paging.agent import health
@@ -72,21 +74,25 @@ def reconcile(host, guests, domains, health_, policies, options, advice):
     for dom in found:
         seen.add(dom.name)
         try:
-            _guest(host, guests, health_, policies, advice, dom)
+            _guest(host, guests, health_, policies, advice, options, dom)
         except Exception as exc:        # one guest's fault is its own
             health_.guest_failed(dom.name, dom.uuid, 'reconcile', exc)
         else:
             health_.ok(('guest', dom.name))
     for name in set(guests) - seen:
         LOG.info('%s: gone', name)
-        gone = guests.pop(name)
-        if gone.counters is not None:
-            try:
-                gone.counters.close()
-            except Exception:           # the daemon may be gone with it
-                LOG.debug('closing counters of %s', name, exc_info=True)
+        _close_counters(guests.pop(name))
         health_.forget(name)
     return (time.time(), time.monotonic()) if ok else None
+
+
+def _close_counters(g):
+    if g.counters is not None:
+        try:
+            g.counters.close()
+        except Exception:               # the daemon may be gone with it
+            LOG.debug('closing counters of %s', g.domain, exc_info=True)
+        g.counters = None
 
 
 def _host(host, health_, options):
@@ -175,7 +181,7 @@ def _walk_events(host, health_, options):
 
 
 # -- one guest: its policy, then advice or the writes ---------------------
-def _guest(host, guests, health_, policies, advice, dom):
+def _guest(host, guests, health_, policies, advice, options, dom):
     old = guests.get(dom.name)
     g = _decide(guests, health_, policies, dom, old)
     caps = host.caps
@@ -188,7 +194,7 @@ def _guest(host, guests, health_, policies, advice, dom):
     if g.decision.policy is None or not caps.switching:
         g.vm = g.target = None
         return                          # nothing to apply (yet)
-    _apply(host, health_, g)
+    _apply(host, health_, advice, options, g)
 
 
 def _decide(guests, health_, policies, dom, old):
@@ -206,6 +212,8 @@ def _decide(guests, health_, policies, dom, old):
                        samples_seen=old.samples_seen if old else 0)
     if old is not None:
         g.vm, g.target = old.vm, old.target   # until this pass says else
+        g.decider = old.decider
+        g.counters, g.counters_ok = old.counters, old.counters_ok
     guests[dom.name] = g
     if decision.policy is None:
         # The Nova API is down: one message for every guest waiting.
@@ -251,9 +259,10 @@ def _advise(host, advice, g, old, caps):
                                      advice.clock, caps.host_mode)
 
 
-def _apply(host, health_, g):
+def _apply(host, health_, advice, options, g):
     """Bring the guest's VM to its policy (or, read-only, say what that
-    would write)."""
+    would write).  An adaptive guest whose decision is the agent's gets
+    the mode its :class:`~.decider.Decider` chose."""
     name, uuid = g.domain, g.instance.uuid
     try:
         g.vm = vmfiles.vm_for_domain(host.root, host.transport, name)
@@ -269,6 +278,15 @@ def _apply(host, health_, g):
         health_.fail(health.POLICY, ('profile', name), 'instance %s: %s'
                      % (uuid, g.target.problem))
     vm = vmfiles.Vm(host.transport, g.vm)
+    if (options.decision == vocabulary.DECIDED_BY_AGENT
+            and g.target.policy == vocabulary.ADAPTIVE):
+        if g.decider is None:
+            g.decider = decider.Decider(host.thresholds.profile, advice.clock,
+                                        vm.word(spec.FILE_MODE))
+        g.target = dataclasses.replace(g.target, policy=g.decider.mode)
+    else:
+        g.decider = None
+        _close_counters(g)
     try:
         if host.read_only:
             g.pending = ['%s=%s' % w for w in writer.plan(vm, g.target)]

@@ -24,6 +24,8 @@ health, the sums the samples go to and advisory mode's means.
 """
 
 import bisect
+import dataclasses
+import logging
 
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.agent import domains as domainslib
@@ -34,6 +36,8 @@ from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.telemetry import metrics
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging import vocabulary
+
+LOG = logging.getLogger(__name__)
 
 
 class Histogram:
@@ -111,6 +115,8 @@ def _sample(host, domains, health_, sums, advice, g):
     if g.vm is None:
         return
     vm = vmfiles.Vm(host.transport, g.vm)
+    if g.decider is not None and not host.read_only:
+        _decide(host, domains, health_, advice, g, vm)
     if g.target is not None and not host.read_only and \
             g.target.policy == vocabulary.ADAPTIVE:
         _feed_faults(domains, health_, advice, g, vm)
@@ -128,8 +134,9 @@ def _sample(host, domains, health_, sums, advice, g):
     g.stats, g.samples_seen = stats, stats['samples']
 
 
-def _advise(host, domains, health_, advice, g):
-    """One advisory sample of a guest on a host that cannot switch."""
+def _counts(host, domains, health_, advice, g):
+    """The guest's cumulative (instructions, TLB misses, faults) from its
+    guest-only counters and balloon statistics, or None (said)."""
     if g.counters is None:
         try:
             g.counters = advice.counters(
@@ -138,9 +145,10 @@ def _advise(host, domains, health_, advice, g):
             g.counters_ok = False
             reason = getattr(exc, 'reason', None) or getattr(
                 exc, 'strerror', None) or str(exc)
-            health_.fail(health.COUNTERS, 'counters', 'advisory mode has '
-                         'no guest-only counters (%s); it cannot say what '
-                         'adaptive paging would do here' % reason)
+            health_.fail(health.COUNTERS, 'counters', 'no guest-only '
+                         'counters (%s): advisory mode cannot say what '
+                         'adaptive paging would do here, nor can the '
+                         'agent decide (decision = agent)' % reason)
             return
     try:
         insns, tlb = g.counters.read()
@@ -152,7 +160,45 @@ def _advise(host, domains, health_, advice, g):
         return
     g.counters_ok = True
     g.fault_stats = faults is not None
-    g.advisor.step(insns, tlb, faults)
+    return insns, tlb, faults
+
+
+def _advise(host, domains, health_, advice, g):
+    """One advisory sample of a guest on a host that cannot switch."""
+    counts = _counts(host, domains, health_, advice, g)
+    if counts is not None:
+        g.advisor.step(*counts)
+
+
+def _decide(host, domains, health_, advice, g, vm):
+    """One sample of the agent's own decision (:mod:`.decider`); a
+    switch it decides is written to the VM's paging_policy now."""
+    if advice.samples is not None:
+        try:
+            counts = advice.samples.read(g.domain)
+        except (OSError, ValueError) as exc:
+            health_.fail(health.COUNTERS, ('samples', g.domain), str(exc))
+            return
+        health_.ok(('samples', g.domain))
+    else:
+        counts = _counts(host, domains, health_, advice, g)
+        if counts is None:
+            return
+    mode = g.decider.step(*counts)
+    if vm.word(spec.FILE_POLICY) == mode:
+        return
+    try:
+        vm.write(spec.FILE_POLICY, mode, 'a VM that can run in %s mode'
+                 % mode)
+    except vmfiles.Refused as exc:
+        health_.fail(health.APPLY, ('decide', g.domain), str(exc))
+        g.decider.runs_in(vm.word(spec.FILE_MODE))
+        return
+    health_.ok(('decide', g.domain))
+    g.target = dataclasses.replace(g.target, policy=mode)
+    LOG.info('%s (instance %s): the agent\'s decision switched it to %s '
+             '(rule %s)', g.domain, g.instance.uuid, mode,
+             g.decider.engine.last_rule.name)
 
 
 def _feed_faults(domains, health_, advice, g, vm):

@@ -29,6 +29,7 @@ import time
 
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.agent import clients
+from nova_adaptive_paging.agent import decider
 from nova_adaptive_paging.agent import domains as domainslib
 from nova_adaptive_paging.agent import health
 from nova_adaptive_paging.agent import host_state
@@ -271,7 +272,10 @@ class Agent:
         self.publish()
 
     def _advice(self):
-        return host_state.Advice(self.hw, self.monotonic, self.counters)
+        samples = self.conf.adaptive_paging.decision_samples_dir
+        return host_state.Advice(
+            self.hw, self.monotonic, self.counters,
+            decider.SampleFiles(samples) if samples else None)
 
     def publish(self):
         """What /metrics serves from now on (a scrape never waits for a

@@ -88,6 +88,39 @@ them.
 """),
 ]
 
+decision_opts = [
+    cfg.StrOpt('decision',
+               mutable=True,
+               default=vocabulary.DECIDED_BY_KERNEL,
+               choices=[
+                   (vocabulary.DECIDED_BY_KERNEL,
+                    "the kernel's engine decides (policy adaptive)"),
+                   (vocabulary.DECIDED_BY_AGENT,
+                    'the agent decides and sets policy hap or shadow'),
+               ],
+               help="""
+Where an adaptive guest's paging mode is decided. ``kernel``: the agent
+writes ``adaptive`` and the kernel's engine (the series' policy patches)
+switches the guest. ``agent``: for a kernel with the switching mechanism
+only, the agent runs the same decision and switch guard (``dsp.py``) on
+each adaptive guest's guest-only instruction and TLB-miss counts and its
+balloon page-fault count, every ``[agent] interval``, and switches the
+guest by writing ``hap`` or ``shadow`` to its ``paging_policy``. The
+kernel then counts those switches in the guest's statistics as it counts
+any other. Needs the guest-only perf counters the agent's advisory mode
+uses (``nova-paging host capabilities`` says whether the host has them).
+"""),
+    cfg.StrOpt('decision_samples_dir',
+               mutable=True,
+               help="""
+Test hook, as the kernel's ``dsp_inject``: with ``decision = agent``, take
+each adaptive guest's counts from the file ``<this directory>/<domain
+name>`` (three cumulative decimal counts: guest instructions, TLB misses,
+page faults) instead of the PMU and the balloon, for emulated hosts that
+have no PMU. Never set on a production host.
+"""),
+]
+
 pool_opts = [
     cfg.BoolOpt('pool',
                 mutable=True,
@@ -120,7 +153,8 @@ libvirt connection URI of the local hypervisor.
 """),
 ]
 
-ALL_OPTS = policy_opts + profile_opts + pool_opts + host_opts
+ALL_OPTS = (policy_opts + profile_opts + decision_opts + pool_opts
+            + host_opts)
 
 
 def register_opts(conf):

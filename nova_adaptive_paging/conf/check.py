@@ -77,6 +77,11 @@ def warnings(conf, generation):
             out.append('[adaptive_paging] profile_dirs: %s is not a '
                        'directory; profiles are looked for in the others '
                        'and the built-in ones apply' % directory)
+    if ap.decision_samples_dir:
+        out.append('[adaptive_paging] decision_samples_dir %s: a test '
+                   'hook; with decision = agent, adaptive guests are '
+                   'switched on counts read from files there, not on '
+                   'their PMU counts' % ap.decision_samples_dir)
     return out
 
 
