@@ -127,9 +127,11 @@ BINARY_STATS = tuple(
                           STATS_KEYS.index('samples') + 1])
 # Each vCPU's own binary statistics (KVM_GET_STATS_FD on the vCPU): whether
 # it runs with shadow paging now (a boolean; paging_mode is only where the
-# VM's vCPUs are to go) and how many times its mode changed.
+# VM's vCPUs are to go), how many times its mode changed, and the time it
+# spent maintaining shadow pages (the VM's shadow_maint_ns is their sum).
 VCPU_BINARY_STATS = (BINARY_STATS_PREFIX + 'shadow',
-                     BINARY_STATS_PREFIX + 'switches')
+                     BINARY_STATS_PREFIX + 'switches',
+                     BINARY_STATS_PREFIX + 'maint_ns')
 
 # Errors a write returns (as the errno of write(2)).
 EINVAL = errno.EINVAL          # unparsable or out-of-range value
