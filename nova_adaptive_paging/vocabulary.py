@@ -55,7 +55,6 @@ POLICIES = tuple(p.value for p in Paging)
 # guest through the mechanism's control (``[adaptive_paging] decision``).
 DECIDED_BY_KERNEL = 'kernel'
 DECIDED_BY_AGENT = 'agent'
-DECIDERS = (DECIDED_BY_KERNEL, DECIDED_BY_AGENT)
 
 # -- flavor extra specs ------------------------------------------------------
 KEY_POLICY = 'hw:paging'

@@ -144,6 +144,9 @@ def decide_in_the_agent(agent, conf, domain):
     feed(0, 0)
     with open(conf) as f:
         text = f.read()
+    if '[adaptive_paging]\n' not in text or agent.poll() is not None:
+        say('error decision: no [adaptive_paging] section, or no agent')
+        return
     with open(conf, 'w') as f:
         f.write(text.replace('[adaptive_paging]\n', '[adaptive_paging]\n'
                              'decision = agent\ndecision_samples_dir = %s\n'
@@ -155,6 +158,8 @@ def decide_in_the_agent(agent, conf, domain):
         t0 = time.monotonic()
 
         def there():
+            if agent.poll() is not None:
+                return True         # gone: nothing more will change
             feed(tlb, faults)
             policy, now = vm_state(domain)
             return (policy == mode and now == mode

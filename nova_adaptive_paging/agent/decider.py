@@ -26,50 +26,110 @@ says switch, the agent writes ``hap`` or ``shadow`` to the VM's
 its statistics (``paging_stats``, each vCPU's ``paging_shadow``).  The
 kernel's own engine never runs for such a guest: its policy is fixed.
 
-What differs from the kernel's engine: the samples are the agent's, taken
-at its interval on its clock; its counters see the vCPU threads as perf
-does for any process (the kernel's are per vCPU thread too).  A write the
-kernel refuses (the VM was ruled out of shadow paging meanwhile) leaves
-the engine in the VM's real mode, which the next reconcile reads.
+What differs from the kernel's engine, and what an operator should know:
+
+* The agent's samples are its own: counted on the vCPU threads by perf
+  (dTLB load misses only, where the kernel adds the store misses a CPU
+  counts apart, so FTLB reads somewhat low on such CPUs), with the
+  balloon's fault count bounded as the kernel's feed is
+  (:mod:`.faults`).  A guest the agent cannot count (no PMU, no balloon
+  statistics) runs at hap, said once, until its counts come back: the
+  kernel could not count it either.
+* The ledger lives in the agent's memory: an agent restart, or a flip
+  from ``decision = kernel`` and back, starts it afresh, with the credit
+  of two switches.  Switches made through a fixed policy are not charged
+  by the kernel's guard.
+* While the agent is stopped nobody decides: the guests keep the fixed
+  policy it last wrote (under ``decision = kernel`` the kernel carries
+  on by itself).
+* A VM refused shadow paging (ruled out for its life: it may run nested
+  guests, say) runs at hap, said once; its engine asks no more.
+* The kernel samples a guest under a fixed policy only for its
+  statistics, so the FTLB/FPF histograms and ``guest_last_rule`` of such
+  a guest say little; the kernel's switch counts and times per mode stay
+  exact.
 """
 
 import os
 
+from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.agent import intervals
 from nova_adaptive_paging import dsp
+from nova_adaptive_paging import vocabulary
+
+
+def settings(target, host_profile):
+    """The set the guest's decision runs on: its flavor's override
+    (``hw:paging_profile``, ``hw:paging_interval``), else the host's
+    profile, as the kernel's engine would take it."""
+    if target.override is not None:
+        return target.override
+    return spec.ThresholdSet.from_profile(host_profile)
 
 
 class Decider:
-    def __init__(self, profile, clock, mode):
-        self.engine = dsp.Engine(profile.thresholds,
-                                 profile.history_samples,
-                                 dsp.Mode.parse(mode), profile.guard)
-        self.intervals = intervals.Intervals(clock,
-                                             profile.interval_s * 10 ** 9)
+    """One adaptive guest's decision.  It steps at most once a nominal
+    interval of its set, however often the agent reads (``[agent]
+    interval`` is telemetry's cadence): the counts between two steps are
+    one interval's, as the kernel's sampler takes them."""
+
+    def __init__(self, ruleset, clock, mode):
+        self.clock = clock
+        self.ruleset = None
+        self.engine = None
+        self.intervals = None
+        self.retune(ruleset, mode)
         self.switches = 0
+        self.ruled_out = None           # why shadow is refused for good
+        self.blind = None               # why it cannot count now
+
+    def retune(self, ruleset, mode=None):
+        """Run on ``ruleset`` (a spec.ThresholdSet) from now on: a new
+        engine, in the guest's mode, with no more switch credit than the
+        last one had left (the kernel's rule for a changed set)."""
+        if ruleset == self.ruleset:
+            return
+        old = self.engine
+        mode = mode if old is None else str(old.mode)
+        self.engine = dsp.Engine(ruleset.thresholds, ruleset.history,
+                                 dsp.Mode.parse(mode), ruleset.guard)
+        if old is not None:
+            self.engine.keep_credit(old.credit)
+        self.ruleset = ruleset
+        self.intervals = intervals.Intervals(self.clock,
+                                             ruleset.interval_ms * 10 ** 6)
 
     @property
-    def mode(self):
-        """The mode the guest is to run in, as the engine last decided."""
+    def policy(self):
+        """What the guest's paging_policy must say: the engine's mode,
+        or hap while the agent cannot decide (no counts: the kernel
+        would have none either) or shadow paging is refused."""
+        if self.ruled_out or self.blind:
+            return vocabulary.HAP
         return str(self.engine.mode)
+
+    def due(self):
+        """Whether a nominal interval has passed since the last step."""
+        last = self.intervals.read_at
+        return last is None or (
+            self.clock() - last) * 1e9 >= self.intervals.nominal_ns
 
     def step(self, instructions, tlb_misses, faults):
         """Feed cumulative counts (None where there are none); return the
-        mode the guest is to run in from now on."""
+        policy the guest is to have from now on."""
         got = self.intervals.read(instructions, tlb_misses, faults)
         if got is None:
-            return self.mode
-        before = self.mode
-        target = str(self.engine.step(dsp.Sample.from_counts(
-            got.instructions, got.tlb_misses, got.faults), got.elapsed_ns))
-        self.switches += target != before
-        return target
+            return self.policy
+        before = self.policy
+        self.engine.step(dsp.Sample.from_counts(
+            got.instructions, got.tlb_misses, got.faults), got.elapsed_ns)
+        self.switches += self.policy != before
+        return self.policy
 
     def runs_in(self, mode):
-        """The VM runs in ``mode`` whatever the engine said (a refused
-        write, a VM ruled out of shadow paging): the engine follows, its
-        window empty, its ledger kept."""
-        if mode != self.mode:
+        """The VM runs in ``mode`` whatever the engine said: the engine
+        follows, its window empty, its ledger kept."""
+        if mode != str(self.engine.mode):
             self.engine.reset(dsp.Mode.parse(mode))
 
 

@@ -54,13 +54,12 @@ class HostOptions:
     pool: bool = False
     publisher: object = None        # publishes traits, or None
     decision: str = vocabulary.DECIDED_BY_KERNEL
-    samples_dir: str = None         # decision_samples_dir (a test hook)
 
     @classmethod
     def from_conf(cls, ap, publisher=None):
         """From ``[adaptive_paging]`` (mutable: read at every pass)."""
         return cls(ap.count_all_guests, ap.count_walk_cycles, ap.pool,
-                   publisher, ap.decision, ap.decision_samples_dir)
+                   publisher, ap.decision)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -212,7 +212,9 @@ def _decide(guests, health_, policies, dom, old):
                        samples_seen=old.samples_seen if old else 0)
     if old is not None:
         g.vm, g.target = old.vm, old.target   # until this pass says else
-        g.decider = old.decider
+        # What was counted of the guest's VM: dropped in _apply if the
+        # domain now runs another VM (a restart, a migration back).
+        g.decider, g.fault_feed = old.decider, old.fault_feed
         g.counters, g.counters_ok = old.counters, old.counters_ok
     guests[dom.name] = g
     if decision.policy is None:
@@ -264,6 +266,7 @@ def _apply(host, health_, advice, options, g):
     would write).  An adaptive guest whose decision is the agent's gets
     the mode its :class:`~.decider.Decider` chose."""
     name, uuid = g.domain, g.instance.uuid
+    was = g.vm
     try:
         g.vm = vmfiles.vm_for_domain(host.root, host.transport, name)
     except (vmfiles.Refused, OSError) as exc:
@@ -272,6 +275,11 @@ def _apply(host, health_, advice, options, g):
         health_.fail(health.VM, ('vm', name), '%s: %s' % (name, exc))
         return
     health_.ok(('vm', name))
+    if was is not None and g.vm != was:
+        # Another VM under the same name: nothing counted of the last
+        # one holds (its counters were on threads that are gone).
+        g.decider = g.fault_feed = None
+        _close_counters(g)
     g.target = writer.target(g.decision.policy, host.thresholds.profiles,
                              host.thresholds.profile)
     if g.target.problem:
@@ -280,11 +288,19 @@ def _apply(host, health_, advice, options, g):
     vm = vmfiles.Vm(host.transport, g.vm)
     if (options.decision == vocabulary.DECIDED_BY_AGENT
             and g.target.policy == vocabulary.ADAPTIVE):
-        if g.decider is None:
-            g.decider = decider.Decider(host.thresholds.profile, advice.clock,
-                                        vm.word(spec.FILE_MODE))
-        g.target = dataclasses.replace(g.target, policy=g.decider.mode)
-    else:
+        ruleset = decider.settings(g.target, host.thresholds.profile)
+        try:
+            if g.decider is None:
+                g.decider = decider.Decider(ruleset, advice.clock,
+                                            vm.word(spec.FILE_MODE))
+            else:
+                g.decider.retune(ruleset)
+        except vmfiles.Refused as exc:
+            g.problem = str(exc)
+            health_.fail(health.VM, ('vm', name), '%s: %s' % (name, exc))
+            return
+        g.target = dataclasses.replace(g.target, policy=g.decider.policy)
+    elif g.decider is not None:
         g.decider = None
         _close_counters(g)
     try:
@@ -296,6 +312,10 @@ def _apply(host, health_, advice, options, g):
         g.problem = str(exc)
         health_.fail(health.APPLY, ('apply', name),
                      '%s (instance %s): %s' % (name, uuid, exc))
+        if g.decider is not None and g.target.policy != vocabulary.HAP:
+            # Shadow refused: for this VM's life (the interface's rule).
+            g.decider.ruled_out = str(exc)
+            g.decider.runs_in(vocabulary.HAP)
         return
     health_.ok(('apply', name))
     if done:

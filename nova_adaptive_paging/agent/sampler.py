@@ -15,8 +15,9 @@
 
 On a patched host, each VM's ``paging_stats`` (the histograms of sampled
 FTLB and FPF, by the mode the sample ran in) and, for an adaptive guest,
-its own page-fault count fed to the kernel.  On a host without the patch,
-each guest's advisory sample (:mod:`.advisory`).
+its own page-fault count fed to the kernel; under ``decision = agent``,
+each adaptive guest's own decision instead (:mod:`.decider`).  On a host
+without the patch, each guest's advisory sample (:mod:`.advisory`).
 
 Its inputs are narrow: the host's interface (:mod:`.host_state`), the
 guest table, libvirt's domains (balloon statistics), the agent's
@@ -171,34 +172,70 @@ def _advise(host, domains, health_, advice, g):
 
 
 def _decide(host, domains, health_, advice, g, vm):
-    """One sample of the agent's own decision (:mod:`.decider`); a
-    switch it decides is written to the VM's paging_policy now."""
+    """One step of the agent's own decision (:mod:`.decider`), once a
+    nominal interval: a switch it decides is written to the VM's
+    paging_policy now."""
+    d = g.decider
+    if d.ruled_out or not d.due():
+        return
+    counts, blind = _decision_counts(host, domains, health_, advice, g)
+    if blind:
+        d.blind = blind
+        health_.warn(('decide', g.domain), '%s (instance %s): the agent '
+                     'cannot decide for it (%s); it runs at hap until it '
+                     'can' % (g.domain, g.instance.uuid, blind))
+        d.intervals.read(None, None, None)      # the next counts: a base
+    else:
+        if d.blind:
+            d.blind = None
+            d.runs_in(vocabulary.HAP)
+            health_.ok(('decide', g.domain))
+        d.step(*counts)
+    _write_policy(health_, g, d, vm)
+
+
+def _decision_counts(host, domains, health_, advice, g):
+    """(counts, None), or (None, why the agent cannot count the guest):
+    the test hook's file, else its counters and its balloon fault count,
+    bounded as the kernel's feed is."""
     if advice.samples is not None:
         try:
-            counts = advice.samples.read(g.domain)
+            return advice.samples.read(g.domain), None
         except (OSError, ValueError) as exc:
-            health_.fail(health.COUNTERS, ('samples', g.domain), str(exc))
-            return
-        health_.ok(('samples', g.domain))
-    else:
-        counts = _counts(host, domains, health_, advice, g)
-        if counts is None:
-            return
-    mode = g.decider.step(*counts)
-    if vm.word(spec.FILE_POLICY) == mode:
-        return
+            return None, str(exc)
+    counts = _counts(host, domains, health_, advice, g)
+    if counts is None:
+        return None, 'no guest-only counters'
+    if counts[2] is None:
+        return None, ('no page-fault count in its balloon statistics (no '
+                      'virtio-balloon, or mem_stats_period_seconds = 0)')
+    if g.fault_feed is None:
+        g.fault_feed = faultslib.FaultFeed(g.instance.vcpus)
+    return counts[:2] + (g.fault_feed.update(counts[2], advice.clock()),), \
+        None
+
+
+def _write_policy(health_, g, d, vm):
     try:
-        vm.write(spec.FILE_POLICY, mode, 'a VM that can run in %s mode'
-                 % mode)
+        if vm.word(spec.FILE_POLICY) == d.policy:
+            return
+        vm.write(spec.FILE_POLICY, d.policy, 'a VM that can run in %s mode'
+                 % d.policy)
     except vmfiles.Refused as exc:
-        health_.fail(health.APPLY, ('decide', g.domain), str(exc))
-        g.decider.runs_in(vm.word(spec.FILE_MODE))
+        if not vm.exists():
+            return              # gone: the next reconcile sees it
+        # The kernel refuses shadow paging for this VM's life (section 8
+        # of the interface): say so once, and ask no more.
+        d.ruled_out = str(exc)
+        d.runs_in(vocabulary.HAP)
+        health_.fail(health.APPLY, ('decide', g.domain), '%s (instance '
+                     '%s): %s; the agent keeps it at hap' % (
+                         g.domain, g.instance.uuid, exc))
         return
-    health_.ok(('decide', g.domain))
-    g.target = dataclasses.replace(g.target, policy=mode)
+    g.target = dataclasses.replace(g.target, policy=d.policy)
     LOG.info('%s (instance %s): the agent\'s decision switched it to %s '
-             '(rule %s)', g.domain, g.instance.uuid, mode,
-             g.decider.engine.last_rule.name)
+             '(rule %s)', g.domain, g.instance.uuid, d.policy,
+             d.engine.last_rule.name)
 
 
 def _feed_faults(domains, health_, advice, g, vm):

@@ -199,6 +199,8 @@ class Agent:
                       'one stays in force: %s', exc)
             return
         changed = self.conf.mutate_config_files()
+        for message in conf_check.warnings(self.conf, self.generation):
+            LOG.warning('SIGHUP: %s', message)
         with self.lock:
             ap = self.conf.adaptive_paging
             self.default = ap.default_policy

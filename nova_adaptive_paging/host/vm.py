@@ -135,6 +135,10 @@ class Vm:
     def word(self, name):
         return self.read(name).strip()
 
+    def exists(self):
+        """Whether the VM is still there (its policy file is)."""
+        return self.t.exists(self.rel(spec.FILE_POLICY))
+
     def parsed(self, name, parse):
         """``parse`` of the file's text; a bad format names the file."""
         try:

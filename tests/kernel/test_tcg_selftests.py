@@ -241,6 +241,7 @@ def test_the_agent_applies_each_flavor_on_the_patched_kernel(guests):
     decided = {line.split()[0]: dict(p.split('=', 1)
                                      for p in line.split()[2:])
                for line in facts.get('decided', [])}
+    assert set(decided) == {'tlb-bound', 'fault-bound'}, report
     assert decided['tlb-bound'] == dict(
         decided['tlb-bound'], policy=vocabulary.SHADOW,
         mode=vocabulary.SHADOW, paging_shadow='1'), report

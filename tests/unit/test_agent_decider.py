@@ -18,13 +18,17 @@ guests' counters are their traces' (no machine here has a PMU)."""
 
 import sys
 
+import pytest
+
 from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging.host import perf
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.simhost import scraped_fleet as simfleet
 from nova_adaptive_paging import vocabulary
 from tests.unit.agent_support import TraceCounters
 from tests.unit.agent_support import agent_for
+from tests.unit.agent_support import make_conf
 from tests.unit.agent_support import policy_of
 from tests.unit.agent_support import run
 from tests.unit.agent_support import start
@@ -33,6 +37,17 @@ if 'eventlet.patcher' in sys.modules and \
         sys.modules['eventlet.patcher'].is_monkey_patched('thread'):
     raise RuntimeError('%s needs real threads: run it in a pytest process '
                        'of its own, as tox.ini does' % __name__)
+
+
+@pytest.fixture(autouse=True)
+def no_override_outlives_its_test():
+    """oslo.config's ConfigOpts copies a registered OptGroup shallowly:
+    the module's group, and with it every override, is shared by the
+    confs of one process.  Each test's overrides end with it."""
+    yield
+    conf = make_conf('/', 'test:///default')
+    for name in ('decision', 'decision_samples_dir'):
+        conf.clear_override(name, 'adaptive_paging')
 
 
 def policy_writes(agent, name, sim):
@@ -95,17 +110,19 @@ def test_decision_samples_are_a_test_hook_that_fails_loudly(
                             'adaptive_paging')
     agent.reconcile()
     assert policy_of(sim, 'g') == vocabulary.HAP
-    # No file yet, then one that does not hold three counts: said, no
-    # write, the guest stays where it is.
+    # No file yet, then one that does not hold three counts: said (not
+    # counted as an error each time), no switch, the guest at hap.
+    profile = profiles.builtin()
     agent.sample()
     (tmp_path / 'g').write_text('12 x 3\n')
+    run(sim, profile.interval_s)
     agent.sample()
     assert 'expected three decimal counts' in caplog.text
     assert policy_of(sim, 'g') == vocabulary.HAP
+    assert agent.errors['counters'] == agent.errors['apply'] == 0
     # Counts that make every rule of Figure 5 ask for shadow paging: many
     # TLB misses per instruction, no faults.  The guard lets the first
     # switch through once the window is full.
-    profile = profiles.builtin()
     insns = tlb = 0
     for _ in range(profile.history_samples + 3):
         insns += 10 ** 9
@@ -121,3 +138,107 @@ def test_decision_samples_are_a_test_hook_that_fails_loudly(
     agent.reconcile()
     assert policy_of(sim, 'g') == vocabulary.ADAPTIVE
     assert agent.guests['g'].decider is None
+
+
+def tlb_bound(tmp_path, name, sim, agent, intervals):
+    """Feed TLB-bound counts for ``intervals`` nominal intervals."""
+    profile = profiles.builtin()
+    path = tmp_path / name
+    insns, tlb = (int(w) for w in (path.read_text().split()[:2]
+                                   if path.exists() else (0, 0)))
+    for _ in range(intervals):
+        insns += 10 ** 9
+        tlb += 10 ** 8
+        path.write_text('%d %d 0\n' % (insns, tlb))
+        run(sim, profile.interval_s)
+        agent.sample()
+
+
+def hook_agent(sim, tmp_path):
+    agent = agent_for(sim)
+    agent.conf.set_override('decision', vocabulary.DECIDED_BY_AGENT,
+                            'adaptive_paging')
+    agent.conf.set_override('decision_samples_dir', str(tmp_path),
+                            'adaptive_paging')
+    return agent
+
+
+def test_a_vm_ruled_out_of_shadow_stays_at_hap_and_is_asked_no_more(
+        sim, tmp_path):
+    start(sim, 'g', {'hw:paging': 'adaptive'}, trace='phases-tlb-fault')
+    agent = hook_agent(sim, tmp_path)
+    agent.reconcile()
+    # The kernel rules the VM out (it may run nested guests, say).
+    sim.model.vms[sim.vms['g'].dirname].forbid_shadow()
+    tlb_bound(tmp_path, 'g', sim, agent, 12)
+    agent.reconcile()
+    tlb_bound(tmp_path, 'g', sim, agent, 12)
+    assert policy_of(sim, 'g') == vocabulary.HAP
+    refused = [t for t in policy_writes(agent, 'g', sim)
+               if t == vocabulary.SHADOW]
+    # One refused write, said and counted once; no engine asking again.
+    assert len(refused) == 1
+    assert agent.errors['apply'] == 1
+    assert agent.guests['g'].decider.ruled_out
+
+
+def test_a_restarted_guest_is_decided_afresh(sim, tmp_path):
+    start(sim, 'g', {'hw:paging': 'adaptive'}, trace='phases-tlb-fault')
+    agent = hook_agent(sim, tmp_path)
+    agent.reconcile()
+    tlb_bound(tmp_path, 'g', sim, agent, 6)
+    assert policy_of(sim, 'g') == vocabulary.SHADOW
+    old = agent.guests['g'].decider
+    # Destroyed and started again under its name: a new QEMU, a new VM,
+    # at hap as every new VM; nothing of the old VM's decision carries.
+    sim.stop_vm('g')
+    start(sim, 'g', {'hw:paging': 'adaptive'}, trace='phases-tlb-fault')
+    agent.reconcile()
+    assert agent.guests['g'].decider is not old
+    assert policy_of(sim, 'g') == vocabulary.HAP
+    assert agent.errors['guest'] == 0
+
+
+def test_a_guest_without_counters_runs_at_hap_said_once(sim, caplog):
+    start(sim, 'g', {'hw:paging': 'adaptive'}, trace='phases-tlb-fault')
+
+    def no_pmu(pid):
+        raise perf.Unavailable('no PMU', 'no PMU (a stand-in)')
+
+    agent = agent_for(sim, counters=no_pmu)
+    agent.conf.set_override('decision', vocabulary.DECIDED_BY_AGENT,
+                            'adaptive_paging')
+    agent.reconcile()
+    # Put in shadow mode by an earlier decision: the agent, unable to
+    # count it, must not leave it there.
+    sim.model.vms[sim.vms['g'].dirname].switch(vocabulary.SHADOW)
+    sim.model.vms[sim.vms['g'].dirname].policy = vocabulary.SHADOW
+    for _ in range(5):
+        run(sim, profiles.builtin().interval_s)
+        agent.sample()
+    assert policy_of(sim, 'g') == vocabulary.HAP
+    assert policy_writes(agent, 'g', sim)[-1] == vocabulary.HAP
+    assert caplog.text.count('the agent cannot decide for it') == 1
+
+
+def test_a_reconcile_pass_keeps_the_fault_count_it_feeds(sim):
+    """The kernel's decision: the count the agent writes to an adaptive
+    guest's paging_guest_faults is cumulative across reconcile passes.
+    (It restarted at each pass, which the kernel reads as a count that
+    went back: that interval's faults were "no data".)"""
+    start(sim, 'g', {'hw:paging': 'adaptive'}, trace='phases-tlb-fault',
+          guest_faults=False, balloon=True)
+    agent = agent_for(sim)
+    agent.domains = simfleet.SimBalloon(agent.domains, sim)
+    fed = []
+    for _ in range(6):
+        agent.reconcile()
+        for _ in range(3):
+            run(sim, profiles.builtin().interval_s)
+            agent.sample()
+    rel = sim.vms['g'].dirname
+    fed = [int(text) for path, text in agent.transport.writes
+           if rel in path and path.endswith(spec.FILE_GUEST_FAULTS)]
+    assert len(fed) == 18 and fed[-1] > 0
+    assert fed == sorted(fed)
+    assert sim.model.vms[rel].stats['guest_faults_clamped'] == 0
