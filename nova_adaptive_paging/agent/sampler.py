@@ -209,21 +209,28 @@ def _decision_counts(host, domains, health_, advice, g):
     if counts[2] is None:
         return None, ('no page-fault count in its balloon statistics (no '
                       'virtio-balloon, or mem_stats_period_seconds = 0)')
+    return counts[:2] + (_bounded_faults(advice, g, counts[2]),), None
+
+
+def _bounded_faults(advice, g, faults):
+    """The guest's reported fault count, as the cumulative count its
+    FaultFeed bounds (one feed for the VM's life)."""
     if g.fault_feed is None:
         g.fault_feed = faultslib.FaultFeed(g.instance.vcpus)
-    return counts[:2] + (g.fault_feed.update(counts[2], advice.clock()),), \
-        None
+    return g.fault_feed.update(faults, advice.clock())
 
 
 def _write_policy(health_, g, d, vm):
     try:
         if vm.word(spec.FILE_POLICY) == d.policy:
             return
-        vm.write(spec.FILE_POLICY, d.policy, 'a VM that can run in %s mode'
-                 % d.policy)
+    except vmfiles.Refused:
+        return                  # gone: the next reconcile sees it
+    try:
+        vm.set_policy(d.policy)
     except vmfiles.Refused as exc:
         if not vm.exists():
-            return              # gone: the next reconcile sees it
+            return              # gone meanwhile
         # The kernel refuses shadow paging for this VM's life (section 8
         # of the interface): say so once, and ask no more.
         d.ruled_out = str(exc)
@@ -255,9 +262,7 @@ def _feed_faults(domains, health_, advice, g, vm):
                                                      g.instance.uuid))
         return
     health_.ok(('faults', g.domain))
-    if g.fault_feed is None:
-        g.fault_feed = faultslib.FaultFeed(g.instance.vcpus)
-    fed = g.fault_feed.update(faults, advice.clock())
+    fed = _bounded_faults(advice, g, faults)
     try:
         vm.write(spec.FILE_GUEST_FAULTS, str(fed),
                  'the guest\'s cumulative page-fault count, bounded')
