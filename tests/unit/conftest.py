@@ -194,6 +194,31 @@ class AgentProcess:
         return {f.name: f for f in parser.text_string_to_metric_families(
             text)}
 
+    def scrape_after_pass(self, seconds=15.0):
+        """A scrape whose snapshot the agent built after this call
+        began: a pass's effect on a file can be seen before the pass
+        has published its snapshot (on a loaded machine, for several
+        scrapes), so a test that checks what /metrics says of that pass
+        waits for it here.  The snapshot's age, as the agent measures
+        it, dates it; a scrape sent at ``asked`` serves one built after
+        ``start`` if its age is below ``asked - start``."""
+        import time
+
+        from nova_adaptive_paging.telemetry import metrics
+        start = time.monotonic()
+        deadline = start + seconds
+        while True:
+            asked = time.monotonic()
+            fams = self.scrape()
+            age = fams.get(metrics.SNAPSHOT_AGE.name)
+            if age is not None and age.samples[0].value < asked - start:
+                return fams
+            if self.proc.poll() is not None or asked > deadline:
+                raise AssertionError('no snapshot after a pass within %s s '
+                                     '(agent ended: %s)'
+                                     % (seconds, self.proc.poll()))
+            time.sleep(0.05)
+
     def serving(self):
         try:
             self.scrape(1.0)

@@ -122,7 +122,7 @@ def test_profile_files_that_are_not_the_operators_are_refused(
     wait_for(lambda: _policy(served_host, 0) == vocabulary.SHADOW, 15,
              'the drifted guest restored', agent.proc)
     for _ in range(3):                      # passes go on; scrapes too
-        fams = agent.scrape(timeout=5)
+        fams = agent.scrape_after_pass()
     assert fams[metrics.PROFILE_MISSING.name].samples[0].value == 0
     assert _kernel_thresholds(served_host) == _good(tmp_path)
     assert agent.stop() == 0
@@ -229,7 +229,7 @@ def test_sighup_with_a_damaged_profile_keeps_its_last_good_version(
     _drift(served_host, 0, vocabulary.HAP)      # one more pass at least
     wait_for(lambda: _policy(served_host, 0) == vocabulary.SHADOW, 15,
              'a pass after the reload', agent.proc)
-    fams = agent.scrape(timeout=5)
+    fams = agent.scrape_after_pass()
     assert _kernel_thresholds(served_host) == _good(tmp_path)
     assert fams[metrics.PROFILE_MISSING.name].samples[0].value == 0
     (info,) = fams[metrics.PROFILE_INFO.name].samples
