@@ -123,12 +123,48 @@ def test_a_guest_that_has_not_moved_today_needs_one_window():
     assert not result.moves and result.held(planner.COOLDOWN)
 
 
+def test_a_guest_that_reversed_a_move_waits_the_reversal_cool_down():
+    # Moved to shadow 5 h ago, back to hap 3 h ago: the second move undid
+    # the first within reversal_cooldown_s (12 h), so it stays 12 h, not
+    # cooldown_s (2 h), however much shadow would save it now.
+    params = planner.Params()
+    assert params.cooldown_s < 3 * HOUR < params.reversal_cooldown_s
+    back = guest('hap-1', 120, observed_h=3)
+    back.moves = ((5 * HOUR, 'shadow'), (3 * HOUR, 'hap'))
+    result = planner.plan([back], HOSTS)
+    assert not result.moves
+    (held,) = result.held(planner.COOLDOWN)
+    assert '43200 s needed' in held.reason and 'reversal' in held.reason
+    # The same two moves 17 h apart: the second undid nothing recent,
+    # so the plain cool-down applies and it moves.
+    late = guest('hap-1', 120, observed_h=3)
+    late.moves = ((20 * HOUR, 'shadow'), (3 * HOUR, 'hap'))
+    (move,) = planner.plan([late], HOSTS).moves
+    assert move.to_mode == 'shadow'
+
+
 def test_the_budget_caps_an_audit_and_keeps_the_best_moves():
     guests = [guest('hap-1', gain, uid='%02d' % gain)
               for gain in (10, 40, 20, 30, 50)]
     result = planner.plan(guests, HOSTS, planner.Params(budget=2))
     assert [m.guest.uuid for m in result.moves] == ['50', '40']
     assert len(result.held(planner.BUDGET)) == 3
+
+
+def test_a_spent_budget_goes_first_to_guests_that_moved_less_today():
+    # A fair share: 'moved' went hap -> shadow -> hap within the day
+    # (the last move 13 h ago, past any cool-down) and would gain the
+    # most; 'never' has not moved today and gains less.  One move this
+    # audit: 'never' gets it.
+    moved = guest('hap-1', 500, observed_h=13, uid='moved')
+    moved.moves = ((20 * HOUR, 'shadow'), (13 * HOUR, 'hap'))
+    never = guest('hap-1', 100, uid='never')
+    never.moves = ()
+    result = planner.plan([moved, never], HOSTS, planner.Params(budget=1))
+    assert [m.guest.uuid for m in result.moves] == ['never']
+    assert [h.guest.uuid for h in result.held(planner.BUDGET)] == ['moved']
+    # With room in the budget, it moves too.
+    assert len(planner.plan([moved, never], HOSTS).moves) == 2
 
 
 def test_moves_of_one_audit_count_against_the_room_they_take():

@@ -522,6 +522,20 @@ def test_bad_audit_parameters_are_refused_when_the_audit_is_created(
             schema).validate(dict(params))
 
 
+def test_the_schema_is_an_object_of_bounded_properties(watcher_conf):
+    # As Watcher's own strategies' schemas: without "type: object" a
+    # validator checks the properties of a mapping only, and lets a
+    # list or a string of parameters through.
+    schema = strategylib.PagingFit.get_schema()
+    assert schema['type'] == 'object'
+    for given in (['margin', 0.5], 'margin=0.5', 2):
+        with pytest.raises(jsonschema.exceptions.ValidationError):
+            watcher_utils.StrictDefaultValidatingDraft4Validator(
+                schema).validate(given)
+    for name, prop in schema['properties'].items():
+        assert {'minimum', 'maximum', 'default'} <= set(prop), name
+
+
 def test_good_audit_parameters_get_the_defaults(watcher_conf):
     schema = strategylib.PagingFit.get_schema()
     given = {'margin': 3}
