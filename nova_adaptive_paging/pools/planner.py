@@ -57,7 +57,8 @@ plus two migrations, and trips start at most once every ``cooldown_s`` +
 Safe interleavings: a departure's room is not offered to an arrival of
 the same audit (Watcher's applier runs a plan's migrations in parallel),
 and moves already planned or under way (``pending``) hold their room on
-their destination and keep their guest where it is.
+their destination, once per guest however many sources report them,
+and keep their guest where it is.
 
 Figures are bounded by what is possible: a window's gain or loss of more
 than vCPUs x the window, or a figure that is not a finite number, is
@@ -265,16 +266,22 @@ def _cooldown(g, params):
 def plan(guests, hosts, params=Params(), link=migration.Link(),
          pending=()):
     """The :class:`Plan` for ``guests`` (Guest) on ``hosts`` (Host), with
-    ``pending`` (Pending) moves of other plans holding their room."""
+    ``pending`` (Pending) moves of other plans holding their room (a
+    guest's once: the last of its given)."""
     by_name = {h.name: h for h in hosts}
     room = {h.name: [h.free_vcpus, h.free_memory_mib, h.free_disk_gb]
             for h in hosts if h.enabled and h.pool}
     where = {g.uuid: g.host for g in guests}
+    # One guest, one move in flight, one room taken: a move may be given
+    # twice (Watcher's database and the decision engine's reservations
+    # both hold it for a while after its plan is saved), and the later
+    # one given of a guest stands for it.
     in_flight = {}
     for p in pending:
         if where.get(p.uuid) == p.destination or p.destination not in room:
             continue                # landed (the model shows it) or moot
         in_flight[p.uuid] = p
+    for p in in_flight.values():
         if p.need is None:          # its size unknown: the host is closed
             room[p.destination] = [-math.inf] * 3
         else:

@@ -338,7 +338,8 @@ class PagingFit(base.BaseStrategy):
         now = self.figures_at if self.figures_at is not None else time.time()
         # One audit of this process plans at a time, and sees the moves
         # the others proposed (Watcher's database, and this process's
-        # reservations for what it has not saved yet).
+        # reservations for what it may not have saved yet: a move in
+        # both holds its room once, the planner's rule).
         with self.reservations.lock:
             moves = self._ledger(audit).read(now)
             with _cyclic_gc_paused():

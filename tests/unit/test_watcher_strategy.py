@@ -472,6 +472,26 @@ def test_an_audit_counts_the_moves_of_plans_watcher_holds(watcher_db):
     assert arrivals(again.execute()) == {'shadow-1': 2}
 
 
+def test_a_saved_plan_and_its_reservation_take_the_room_once(watcher_db):
+    # One decision engine: audit A moves two guests into a host with room
+    # for three, and Watcher saves the plan; within RESERVATION_S audit B
+    # (another scope) sees the same two moves in Watcher's database and
+    # in the process's reservations.  Counted twice they would fill the
+    # host (3 - 4 < 1) and refuse B's guest the room that is left.
+    (model_a, fig_a), (model_b, fig_b) = two_scopes(room_guests=3)
+    shared = ledger.Reservations()
+    a = strategy_for(model_a, fig_a, reservations=shared,
+                     moves=ledger.WatcherLedger(watcher_db)).execute()
+    assert arrivals(a) == {'shadow-1': 2}
+    save_plan(a)
+    b = strategy_for(model_b, fig_b, reservations=shared,
+                     moves=ledger.WatcherLedger(watcher_db))
+    b._whole_model = lambda: model_a
+    assert len(shared.live()) == 2
+    assert arrivals(b.execute()) == {'shadow-1': 1}
+    assert len(b.plan.held(planner.NO_ROOM)) == 1
+
+
 def test_moves_watcher_carried_out_are_each_guests_history(watcher_db):
     # A move that succeeded (Watcher's database; the model shows the
     # guest landed), audited three hours later, past its cool-down: with
