@@ -225,6 +225,21 @@ def _prices(hw, rng, sigma):
                 for e in EVENTS} for m in MODES}
 
 
+def priced(trace, prices):
+    """Per mode (MODES' order), what an agent in that mode says the other
+    mode would have saved ``trace`` by each of its rows, cumulative:
+    its TLB misses and page faults at ``prices`` (mode -> event ->
+    seconds), no CR3 writes (as the real advisory mode)."""
+    out = []
+    for m in MODES:
+        o = vocabulary.other_mode(m)
+        dt = prices[m][EVENTS[0]] - prices[o][EVENTS[0]]
+        dp = prices[m][EVENTS[1]] - prices[o][EVENTS[1]]
+        out.append(_cumulative(t * dt + p * dp for t, p in zip(
+            trace.tlb_misses, trace.page_faults)))
+    return tuple(out)
+
+
 def _guest(cfg, k, rng, traces, hw, profile, prices, images):
     image = rng.randrange(cfg.images)
     workload = images[image]
@@ -237,15 +252,6 @@ def _guest(cfg, k, rng, traces, hw, profile, prices, images):
     trace = _slice(day, first, count)
     replay = evaluator.Replay(trace, hw)
     rows_time = tuple(_cumulative(replay.rows_time[i]) for i in range(2))
-    # What the agent in mode m says the other mode would have saved on
-    # each row: its prices, TLB misses and page faults only.
-    priced = []
-    for m in MODES:
-        o = vocabulary.other_mode(m)
-        dt = prices[m][EVENTS[0]] - prices[o][EVENTS[0]]
-        dp = prices[m][EVENTS[1]] - prices[o][EVENTS[1]]
-        priced.append(_cumulative(t * dt + p * dp for t, p in zip(
-            trace.tlb_misses, trace.page_faults)))
     result = evaluator.evaluate(trace, hw, profile,
                                 policies=(HAP, SHADOW, vocabulary.ADAPTIVE))
     base = {p: r['time_s'] for p, r in result['policies'].items()}
@@ -255,13 +261,13 @@ def _guest(cfg, k, rng, traces, hw, profile, prices, images):
         project='%08x-0000-4000-8000-0000ffff%04x' % (
             cfg.seed, rng.randrange(cfg.projects)),
         workload=workload, arrival_h=None, rows_time=rows_time,
-        priced=tuple(priced),
+        priced=priced(trace, prices),
         dirty_mib_s=50.0 * math.exp(rng.gauss(0.0, cfg.dirty_sigma)
                                     - cfg.dirty_sigma ** 2 / 2),
         baselines=base)
 
 
-class _Placement:
+class Placement:
     """Nova's weigher handler on real HostStates: the RAM weigher, and
     with boot placement the paging pool weigher given the fleet's
     history so far."""
@@ -381,7 +387,7 @@ def run(cfg, drawn=None, log=None):
     end_h = cfg.warmup_h + cfg.measured_h
     outcome = random.Random(cfg.seed * 7919 + 1)   # migrations' fate
     guests = []
-    place = _Placement(cfg.boot_placement)
+    place = Placement(cfg.boot_placement)
     link = migration.Link()
     params = planner.Params() if cfg.strategy else planner.Params(
         budget=0)

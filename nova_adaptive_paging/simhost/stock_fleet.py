@@ -39,9 +39,15 @@ every one in the shadow pool, each in the pool that suits its whole day
 best, and adaptive paging on the patched kernel (the in-kernel engine,
 per guest) with the evaluator's oracle.
 
-``python -m nova_adaptive_paging.simhost.stock_fleet OUT.json`` runs it
-in a process of its own (the agents' libvirt threads cannot live with
-eventlet) and writes the figures.
+With boot placement (``boot_placement=True``), the adaptive guests boot
+where Nova's weighers put them, as on the harder day
+(:class:`.pool_day.Placement`: the RAM weigher and the paging pool
+weigher), given the fleet's history of their images (:func:`history`),
+instead of on the hosts the table of guests names.
+
+``python -m nova_adaptive_paging.simhost.stock_fleet OUT.json [HOURS]
+[--boot-placement]`` runs it in a process of its own (the agents'
+libvirt threads cannot live with eventlet) and writes the figures.
 """
 
 import dataclasses
@@ -87,6 +93,13 @@ GUESTS = (
     ('pinned-shadow', 'shadow', 'shadow-2', ((24, 'spec-int-t1-row12'),)),
 )
 ROW_S = 10          # the day's traces in rows of this many seconds
+PROJECT = '00000000-0000-4000-8000-00000000abcd'
+
+
+def image_of(name):
+    """The image a guest of the table boots from: one per workload."""
+    return '00000000-0000-4000-8000-%012d' % (
+        [n for n, _, _, _ in GUESTS].index(name) + 1)
 
 
 def _coarsen(trace, row_s):
@@ -182,6 +195,7 @@ class Result:
     migrations: int
     audits: list
     shares: dict = None  # shares(fleet)
+    boot_placement: bool = False
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -213,7 +227,7 @@ def _watcher_model(fleet, specs, where):
             disk=GUEST_DISK_GB, vcpus=spec_.vcpus,
             flavor_extra_specs=dict(spec_.extra_specs),
             state=element.InstanceState.ACTIVE.value,
-            project_id='00000000-0000-4000-8000-00000000abcd',
+            project_id=PROJECT,
             host=where[spec_.name])
         model.add_instance(inst)
         model.map_instance(inst, nodes[where[spec_.name]])
@@ -229,9 +243,73 @@ def _baselines(hw, profile, day_traces):
     return out
 
 
+def history(hw, day):
+    """What the fleet has learned of the day's images before it (a
+    :class:`.pools.boot.History`): two earlier guests of each adaptive
+    guest's image, each a whole day of its workload, one in each pool,
+    as their agents priced it (at the true costs: the simulated hosts'
+    agents know them; no CR3 writes)."""
+    from nova_adaptive_paging.pools import boot
+    from nova_adaptive_paging.simhost import pool_day
+    prices = {m: {e: hw.cost_s(m, e) for e in pool_day.EVENTS}
+              for m in pool_day.MODES}
+    stints = []
+    for name, paging, _, _ in GUESTS:
+        if paging != vocabulary.ADAPTIVE:
+            continue
+        replay = evaluator.Replay(day[name], hw)
+        gains = pool_day.priced(day[name], prices)
+        for i, mode in enumerate(pool_day.MODES):
+            stints.append(boot.Stint(
+                '%s-before-%s' % (name, mode), image_of(name), PROJECT,
+                mode, math.fsum(replay.rows_time[i]), gains[i][-1]))
+    return boot.History(stints, dict(HOSTS), {})
+
+
+def _boot_hosts(hours):
+    """Each guest's first host with boot placement: an adaptive guest's
+    is where Nova's weighers put it, in the table's order, given
+    :func:`history`; a static guest keeps the table's.  Nova's scheduler
+    and Watcher each register ``[DEFAULT] host`` in oslo.config's global
+    CONF, so, as in a cloud, they run in processes of their own: this
+    one in a process it starts."""
+    import concurrent.futures
+    import multiprocessing
+    with concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context('spawn')) as pool:
+        return pool.submit(_weigh_boots, hours).result()
+
+
+def _weigh_boots(hours):
+    import types
+    from nova_adaptive_paging.simhost import pool_day
+    hw = simfleet.truths()[0]
+    shipped = tracelib.builtin()
+    day = {name: day_trace(name, pieces, shipped, hours)
+           for name, _, _, pieces in GUESTS}
+    first = {name: host for name, _, host, _ in GUESTS}
+    place = pool_day.Placement(True)
+    place.history = history(hw, day)
+    used = {name: 0 for name, _ in HOSTS}
+    for name, paging, _, _ in GUESTS:
+        if paging != vocabulary.ADAPTIVE:
+            used[first[name]] += 1
+    for k, (name, paging, _, _) in enumerate(GUESTS):
+        if paging == vocabulary.ADAPTIVE:
+            first[name] = place.choose(types.SimpleNamespace(
+                uuid='00000000-0000-4000-8000-1%011d' % k,
+                image=image_of(name), project=PROJECT), sorted(used), {
+                    h: HOST_MEMORY_MIB - n * GUEST_MEMORY_MIB
+                    for h, n in used.items()})
+            used[first[name]] += 1
+    return first
+
+
 def run(workdir, hours=DAY_H, agent_interval_s=30, scrape_s=60,
-        strategy_params=None, log=None):
-    """The modeled day under ``workdir``; a :class:`Result`."""
+        strategy_params=None, log=None, boot_placement=False):
+    """The modeled day under ``workdir``; a :class:`Result`.
+    ``boot_placement``: the adaptive guests boot where Nova's weighers,
+    with the paging pool weigher, put them (:func:`_boot_hosts`)."""
     from oslo_config import cfg
     from watcher.common import utils as watcher_utils
     from watcher.decision_engine.loading import default as loading
@@ -249,7 +327,8 @@ def run(workdir, hours=DAY_H, agent_interval_s=30, scrape_s=60,
                             memory_mib=GUEST_MEMORY_MIB, vcpus=GUEST_VCPUS,
                             balloon=True, guest_faults=False)
              for name, paging, _, _ in GUESTS]
-    first = {name: host for name, _, host, _ in GUESTS}
+    first = ({name: host for name, _, host, _ in GUESTS}
+             if not boot_placement else _boot_hosts(hours))
     fleet = simfleet.Fleet(os.path.join(workdir, 'fleet'))
     for name, pool in HOSTS:
         fleet.add_host(name, hw, hw.generation,
@@ -319,7 +398,7 @@ def run(workdir, hours=DAY_H, agent_interval_s=30, scrape_s=60,
         done = (vm.finished_at_ns / 1e9 if vm.finished_at_ns is not None
                 else math.inf)
         guests[name] = dict(base[name], policy=paging, fleet=done,
-                            host=where[name])
+                            host=where[name], booted=first[name])
     adaptive = [n for n, p, _, _ in GUESTS if p == vocabulary.ADAPTIVE]
     fleet_sum = {key: math.fsum(guests[n][key] for n in adaptive)
                  for key in (HAP, SHADOW, vocabulary.ADAPTIVE,
@@ -327,15 +406,18 @@ def run(workdir, hours=DAY_H, agent_interval_s=30, scrape_s=60,
     fleet_sum['best_static_per_guest'] = math.fsum(
         min(guests[n][HAP], guests[n][SHADOW]) for n in adaptive)
     return Result(hours, guests, fleet_sum, migrations, audits,
-                  shares(fleet_sum))
+                  shares(fleet_sum), boot_placement)
 
 
 def main(argv=None):
     args = (argv or sys.argv)[1:]
+    boot_placement = '--boot-placement' in args
+    args = [a for a in args if a != '--boot-placement']
     out = args[0]
     hours = int(args[1]) if len(args) > 1 else DAY_H
     with tempfile.TemporaryDirectory() as work:
-        result = run(work, hours, log=lambda t: print(t, flush=True))
+        result = run(work, hours, log=lambda t: print(t, flush=True),
+                     boot_placement=boot_placement)
     with open(out, 'w', encoding='utf-8') as f:
         json.dump(result.to_dict(), f, indent=1)
     print(summary(result.fleet, result.migrations, sum(

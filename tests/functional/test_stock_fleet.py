@@ -32,18 +32,29 @@ from tests.functional import prometheus
 HOUR = 3600
 
 
-@pytest.fixture(scope='module')
-def day(tmp_path_factory):
+def run_day(tmp_path_factory, *args):
     prometheus.binaries()
     out = tmp_path_factory.mktemp('stock') / 'day.json'
     # A process of its own: the agents' libvirt threads cannot live with
     # the eventlet that Nova's functional framework patches in here.
     run = subprocess.run([sys.executable, '-W', 'ignore', '-m',
                           'nova_adaptive_paging.simhost.stock_fleet',
-                          str(out)], capture_output=True, text=True,
-                         timeout=900)
+                          str(out)] + list(args), capture_output=True,
+                         text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(out.read_text())
+
+
+@pytest.fixture(scope='module')
+def day(tmp_path_factory):
+    return run_day(tmp_path_factory)
+
+
+@pytest.fixture(scope='module')
+def placed_day(tmp_path_factory):
+    """The same day, its adaptive guests booted where Nova's weighers,
+    with the paging pool weigher, put them."""
+    return run_day(tmp_path_factory, '--boot-placement')
 
 
 def test_the_fleet_beats_both_static_pools(day):
@@ -108,3 +119,39 @@ def test_every_audit_says_why_a_guest_stays(day):
         kind = (planner.COOLDOWN if guest['policy'] == 'adaptive'
                 else planner.STATIC)
         assert first[name].startswith(kind), (name, first[name])
+
+
+def test_boot_placement_boots_each_guest_in_its_best_pool(day, placed_day):
+    # Three adaptive guests start in the wrong pool of the table
+    # (tlb-all-day, faults-all-day, phases); with the weigher and the
+    # history of their images every adaptive guest boots in the pool
+    # that suits its whole day, and the static ones where they were.
+    wrong = 0
+    for name, guest in placed_day['guests'].items():
+        first = {n: h for n, _, h, _ in stock_fleet.GUESTS}[name]
+        if guest['policy'] != 'adaptive':
+            assert guest['booted'] == first
+            continue
+        best = 'hap' if guest['hap'] <= guest['shadow'] else 'shadow'
+        assert guest['booted'].startswith(best), (name, guest['booted'])
+        wrong += not first.startswith(best)
+    assert wrong == 3
+    assert placed_day['boot_placement'] and not day['boot_placement']
+
+
+def test_boot_placement_gains_against_both_baselines(day, placed_day):
+    f = placed_day['fleet']
+    print(stock_fleet.summary(f, placed_day['migrations'], sum(
+        1 for g in placed_day['guests'].values()
+        if g['policy'] == 'adaptive'), name='paging_fit with boot '
+        'placement'))
+    for key in ('vs_better_static_pool', 'vs_best_pool_per_guest'):
+        assert placed_day['shares'][key] > day['shares'][key], key
+    assert placed_day['migrations'] < day['migrations']
+    assert f['fleet'] >= f['oracle']
+    params = planner.Params()
+    for name in placed_day['guests']:
+        hours = moves_of(placed_day, name)
+        gaps = [b - a for a, b in zip(hours, hours[1:])]
+        assert all(g * HOUR >= params.cooldown_s for g in gaps), (
+            name, hours)
