@@ -227,7 +227,7 @@ make_initramfs() {
 		cp "$f" "$root/selftests/$t"
 		echo "$t" >> "$root/selftests/list"
 	done
-	for t in paging_switch_storm_test paging_switch_abi_test \
+	for t in paging_mode_test paging_switch_storm_test paging_switch_abi_test \
 		paging_switch_latency_test paging_switch_cr0_test \
 		paging_switch_cr3_test paging_switch_access_test \
 		paging_switch_remap_test paging_switch_memcg_test \

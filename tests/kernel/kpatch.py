@@ -383,6 +383,20 @@ def assert_hyperv_refused(out, report):
 MEMCG_RMAP_BYTES = 4 * (512 << 20) // 4096 * 8
 
 
+def assert_mode(out, report):
+    """paging_mode_test passed: part 1's own control, KVM_SET_PAGING_MODE,
+    moved vCPU 0 to shadow paging and back six times, each change seen in
+    the vCPU's binary statistics (paging_shadow, paging_switches) where
+    the test asked for it and nowhere else: twice more after a request for
+    the mode the VM was in (none), after a second request for TDP (the
+    rmaps given back) and from a forked process; the sixth by a vCPU
+    added with PKU, after which shadow paging was refused."""
+    assert re.search(r'^NAP-RESULT mode paging_mode_test PASS', out,
+                     re.M), report
+    assert re.search(r'^NAP-OUT mode: 6 switches of vCPU 0, every one where '
+                     r'it was asked$', out, re.M), report
+
+
 def assert_memcg(out, report):
     """paging_switch_memcg_test passed: the VM's cgroup paid for the rmaps
     of a switch that another process asked for (the test's own bounds:

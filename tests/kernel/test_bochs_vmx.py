@@ -119,6 +119,7 @@ def test_vmx_switching_under_bochs(guests):
         assert re.search(r'^NAP-OUT %s: ok \d+ EOPNOTSUPP: .* VMX in its '
                          r'CPUID' % abi, out, re.M), run.report
         kpatch.assert_abi(out, run.report, run=abi)
+    kpatch.assert_mode(out, run.report)
     kpatch.assert_lockdown(out, run.report)
     kpatch.assert_hyperv_refused(out, run.report)
     kpatch.assert_noncoherent_refused(out, run.report)
@@ -156,7 +157,7 @@ def test_vmx_half_on_the_debug_kernel():
     rc, out = run.rc, run.out
     results = kpatch.results(out)
     assert {r[1] for r in results if r[2] == 'PASS'} == {
-        'guest_print_test', 'paging_switch_storm_test',
+        'guest_print_test', 'paging_mode_test', 'paging_switch_storm_test',
         'paging_switch_abi_test', 'paging_switch_cr0_test',
         'paging_switch_cr3_test', 'paging_switch_access_test',
         'paging_switch_remap_test', 'paging_switch_memcg_test',

@@ -99,7 +99,7 @@ def test_selftests_in_every_mode(guests):
              if not r[0].startswith('switch-')
              and r[0] not in ('abi', 'abi-lockdown', 'cr0', 'cr3', 'access',
                               'remap', 'memcg', 'pmu', 'cost', 'pae',
-                              'walk', 'cpuid', 'nested', 'notdp')}
+                              'walk', 'cpuid', 'nested', 'notdp', 'mode')}
     assert modes == {'hap', 'shadow', 'storm'}, run.report
     failed = [r for r in results if r[2] == 'FAIL']
     assert not failed, run.report
@@ -139,6 +139,8 @@ def test_selftests_in_every_mode(guests):
     # Host pages replaced under two reading vCPUs while the VM switches:
     # no translation outlives its invalidation.
     kpatch.assert_remap(out, run.report)
+    # Part 1's binary control, each vCPU's mode from its statistics.
+    kpatch.assert_mode(out, run.report)
     # The interface's selftest: error codes (also for a VM ruled out after
     # its policy), statistics, injected samples.
     kpatch.assert_abi(out, run.report)
