@@ -32,12 +32,37 @@ ones, and arranged the ways a reactive rule can be made to lose:
 plus every shipped trace.  Each slice's counts get a few per cent of
 multiplicative noise.  Every trace is a :class:`traces.Trace`, replayed
 by the evaluator like a file.
+
+Beside it, adversaries aimed at the switch guard's assumptions (issue
+59; :func:`assumption_sets` gathers them per assumption):
+
+* ``<member>@<n>GiB``: a member in a guest of 1 to 512 GiB, all of it
+  resident, so that entering shadow mode costs what the hardware
+  profile's formula says at that size (``to_shadow + to_shadow_per_mib
+  * working set``) while the guard prices a switch at the reference
+  working set;
+* ``<member>+cr3-<r>k``: a member whose guest also writes CR3 ``r``
+  thousand times a second (up to 200k/s), which shadow mode pays for and
+  neither thresholds nor ledger count;
+* ``flip-<P>s`` and ``flip-<P>s-j<n>``: two mixes of the templates
+  balanced on a profile's true costs, so that the better static mode
+  flips every P seconds (one sampling interval to an hour), the first
+  phase half as long so that the *cumulative* leader flips too; ``-j``
+  draws each phase's length within +-50 % of P (timing jitter);
+* ``lean<+m>%``: a steady mix on which hap is ``m`` per cent slower than
+  shadow in truth (negative: faster), the cases a mispriced profile
+  gets wrong;
+* :func:`mispriced`: a hardware profile whose TLB-miss and page-fault
+  prices are off from the truth by a given share (30 %, 50 %), in
+  opposite directions, which moves the priced break-even most.
 """
 
+import dataclasses
 import functools
 import random
 
 from nova_adaptive_paging.costmodel import traces as tracelib
+from nova_adaptive_paging import vocabulary
 
 SEED = 2011
 DURATION_S = 600
@@ -145,3 +170,141 @@ def unit_family(seed=SEED):
     burst trace, noise and idle, two minutes each, no shipped trace."""
     return family(seed, periods=(0.5, 3, 30), bursts=1, duration_s=120,
                   shipped=False)
+
+
+# The assumptions' adversaries (issue 59).  Guest sizes are powers of two
+# from a small guest to a large host's share; CR3 rates reach what a busy
+# multi-vCPU server makes (tens of thousands of context switches a
+# second per vCPU); flip periods run from the shortest sampling interval
+# calibration picks (derivation.INTERVALS) to an hour.
+GUEST_GIB = (1, 4, 16, 64, 128, 256, 512)
+CR3_RATES = (10000, 20000, 50000, 100000, 200000)
+FLIP_PERIODS_S = (1, 2, 3, 5, 8, 13, 20, 30, 60, 120, 300, 600, 1800, 3600)
+FLIP_JITTER = 0.5
+LEANS = (-0.05, -0.02, -0.01, -0.005, 0.005, 0.01, 0.02, 0.05)
+PRICE_ERRORS = (0.3, 0.5)
+MIB_PER_GIB = 1024
+_EVENT_OF = {'tlb_misses': vocabulary.EVENT_TLB_MISS,
+             'page_faults': vocabulary.EVENT_PAGE_FAULT,
+             'cr3_writes': vocabulary.EVENT_CR3_WRITE}
+
+
+def at_size(trace, gib):
+    """``trace`` in a guest of ``gib`` GiB, all of it resident: the
+    working set the switch into shadow mode rebuilds."""
+    n = len(trace)
+    return dataclasses.replace(
+        trace, name='%s@%dGiB' % (trace.name, gib),
+        working_set_mib=(float(gib * MIB_PER_GIB),) * n,
+        has_working_set=True,
+        comment=trace.comment + '; in a %d GiB guest, all resident' % gib)
+
+
+def with_cr3(trace, rate, rng):
+    """``trace`` with ``rate`` more CR3 writes per second (jittered per
+    slice like the other counts)."""
+    cr3 = tuple(c + rate * d * rng.uniform(1 - JITTER, 1 + JITTER)
+                for c, d in zip(trace.cr3_writes, trace.interval_s))
+    return dataclasses.replace(
+        trace, name='%s+cr3-%gk' % (trace.name, rate / 1000),
+        cr3_writes=cr3, comment=trace.comment + '; plus %g CR3 writes/s'
+        % rate)
+
+
+def _extra(hw, rates):
+    """Seconds over native per native second in (hap, shadow), true
+    costs."""
+    return tuple(sum(rates[c] * hw.cost_s(m, e) for c, e in
+                     _EVENT_OF.items()) for m in vocabulary.MODES)
+
+
+def _lean_weight(hw, lean):
+    """The fault-bound weight at which hap runs ``1 + lean`` times as
+    long as shadow (``lean`` 0: the true break-even)."""
+    (ht, st), (hf, sf) = (_extra(hw, t) for t in _templates())
+    w = (((1 + lean) * (1 + st) - 1 - ht)
+         / ((hf - ht) - (1 + lean) * (sf - st)))
+    if not 0 <= w <= 1:
+        raise ValueError('%s: no mix of the templates leans %+g' % (
+            hw.name, lean))
+    return w
+
+
+def _gap_weight(hw, gap):
+    """The fault-bound weight at which hap costs ``gap`` seconds a native
+    second more than shadow."""
+    (ht, st), (hf, sf) = (_extra(hw, t) for t in _templates())
+    return ((ht - st) - gap) / ((ht - st) - (hf - sf))
+
+
+def flipping(period_s, hw, rng, jitter=0.0, duration_s=None, draw=None):
+    """Phases that take turns being cheaper in shadow mode and in hap by
+    the same seconds per second on ``hw``'s true costs, every
+    ``period_s`` (the first phase half of it); with ``jitter``, each
+    phase lasts ``period_s`` times a draw within ``1 +- jitter``."""
+    duration_s = duration_s or max(DURATION_S, 4 * period_s)
+    (ht, st), (hf, sf) = (_extra(hw, t) for t in _templates())
+    gap = min(ht - st, sf - hf)
+    # Shadow's phase first (the VM starts in hap), then hap's.
+    levels = (_gap_weight(hw, gap), _gap_weight(hw, -gap))
+    slices = int(round(duration_s / SLICE_S))
+    weights, phase, length = [], 0, period_s / 2
+    while len(weights) < slices:
+        if jitter:
+            length *= rng.uniform(1 - jitter, 1 + jitter)
+        weights += [levels[phase % 2]] * max(int(round(length / SLICE_S)),
+                                             1)
+        phase, length = phase + 1, period_s
+    name = 'flip-%gs' % period_s + ('-j%d' % draw if draw is not None
+                                    else '')
+    return _build(name, weights[:slices], rng, 'generated: the better '
+                  'static mode flips every %g s on %s\'s costs%s' % (
+                      period_s, hw.name, ' (phases within +-%d %%)'
+                      % (jitter * 100) if jitter else ''))
+
+
+def leaning(lean, hw, rng, duration_s=DURATION_S):
+    """A steady mix on which hap takes ``1 + lean`` times shadow's time on
+    ``hw``'s true costs."""
+    slices = int(round(duration_s / SLICE_S))
+    return _build('lean%+g%%' % (lean * 100), [_lean_weight(hw, lean)]
+                  * slices, rng, 'generated: hap %+g %% against shadow on '
+                  '%s\'s costs' % (lean * 100, hw.name))
+
+
+def mispriced(hw, error):
+    """``hw`` as a profile that prices a TLB miss ``1 + error`` times and
+    a page fault ``1 - error`` times their true cost (switches and CR3
+    writes as they are): the prices calibration and the guard believe."""
+    scale = {vocabulary.EVENT_TLB_MISS: 1 + error,
+             vocabulary.EVENT_PAGE_FAULT: 1 - error}
+    costs = {m: {e: c * scale.get(e, 1.0) for e, c in per.items()}
+             for m, per in hw.event_cost_ns.items()}
+    return dataclasses.replace(hw, name='%s%+d%%tlb' % (hw.name,
+                                                        round(error * 100)),
+                               event_cost_ns=costs)
+
+
+def assumption_sets(hw, seed=SEED, full=False):
+    """Per assumption of the guard's bound, the traces aimed at it on
+    ``hw``'s true costs: ``full`` adds the flips of 30 minutes and an
+    hour and ten jitter draws a period instead of three."""
+    rng = random.Random(seed)
+    base = family(seed, shipped=False)
+    periods = [p for p in FLIP_PERIODS_S if full or p <= 600]
+    flips = [flipping(p, hw, rng) for p in periods]
+    flips += [flipping(p, hw, rng, FLIP_JITTER, draw=i)
+              for p in periods if p <= 60 for i in range(10 if full else 3)]
+    cr3_base = [t for t in base if t.name in (
+        'alt-5s', 'alt-120s', 'alt-300s', 'ramp')]
+    steady = _build(TLB_BOUND, [0.0] * int(DURATION_S / SLICE_S), rng,
+                    'generated: %s alone' % TLB_BOUND)
+    return {
+        'switch cost at size': [at_size(t, g) for g in GUEST_GIB
+                                for t in base],
+        'CR3 unpriced': [with_cr3(t, r, rng) for r in CR3_RATES
+                         for t in [steady] + cr3_base],
+        'flipping leader': flips,
+        'price error': base + list(tracelib.builtin().values()) + [
+            leaning(v, hw, rng) for v in LEANS],
+    }
