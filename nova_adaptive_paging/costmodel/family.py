@@ -289,22 +289,25 @@ def assumption_sets(hw, seed=SEED, full=False):
     """Per assumption of the guard's bound, the traces aimed at it on
     ``hw``'s true costs: ``full`` adds the flips of 30 minutes and an
     hour and ten jitter draws a period instead of three."""
-    rng = random.Random(seed)
+    def rng(*what):
+        # One stream per trace, so that a trace is the same in the full
+        # sweep and in the default one.
+        return random.Random('%s/%d' % ('/'.join(map(str, what)), seed))
     base = family(seed, shipped=False)
     periods = [p for p in FLIP_PERIODS_S if full or p <= 600]
-    flips = [flipping(p, hw, rng) for p in periods]
-    flips += [flipping(p, hw, rng, FLIP_JITTER, draw=i)
+    flips = [flipping(p, hw, rng('flip', p)) for p in periods]
+    flips += [flipping(p, hw, rng('flip', p, i), FLIP_JITTER, draw=i)
               for p in periods if p <= 60 for i in range(10 if full else 3)]
     cr3_base = [t for t in base if t.name in (
         'alt-5s', 'alt-120s', 'alt-300s', 'ramp')]
-    steady = _build(TLB_BOUND, [0.0] * int(DURATION_S / SLICE_S), rng,
-                    'generated: %s alone' % TLB_BOUND)
+    steady = _build(TLB_BOUND, [0.0] * int(DURATION_S / SLICE_S),
+                    rng(TLB_BOUND), 'generated: %s alone' % TLB_BOUND)
     return {
         'switch cost at size': [at_size(t, g) for g in GUEST_GIB
                                 for t in base],
-        'CR3 unpriced': [with_cr3(t, r, rng) for r in CR3_RATES
-                         for t in [steady] + cr3_base],
+        'CR3 unpriced': [with_cr3(t, r, rng('cr3', t.name, r))
+                         for r in CR3_RATES for t in [steady] + cr3_base],
         'flipping leader': flips,
         'price error': base + list(tracelib.builtin().values()) + [
-            leaning(v, hw, rng) for v in LEANS],
+            leaning(v, hw, rng('lean', v)) for v in LEANS],
     }
