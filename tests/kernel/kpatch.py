@@ -384,13 +384,13 @@ MEMCG_RMAP_BYTES = 4 * (512 << 20) // 4096 * 8
 
 
 def assert_mode(out, report):
-    """paging_mode_test passed: part 1's own control, KVM_SET_PAGING_MODE,
-    moved vCPU 0 to shadow paging and back six times, each change seen in
-    the vCPU's binary statistics (paging_shadow, paging_switches) where
-    the test asked for it and nowhere else: twice more after a request for
-    the mode the VM was in (none), after a second request for TDP (the
-    rmaps given back) and from a forked process; the sixth by a vCPU
-    added with PKU, after which shadow paging was refused."""
+    """paging_mode_test passed: part 1's control, KVM_SET_PAGING_MODE,
+    changed vCPU 0's mode six times, each change seen in the vCPU's
+    binary statistics (paging_shadow, paging_switches) exactly where the
+    test asked for one: none for a request for the mode the VM was in or
+    for a second request for TDP (which gives the rmaps back), one for a
+    request from a forked process, and the last when a vCPU added with
+    PKU took the VM back to TDP, after which shadow paging was refused."""
     assert re.search(r'^NAP-RESULT mode paging_mode_test PASS', out,
                      re.M), report
     assert re.search(r'^NAP-OUT mode: 6 switches of vCPU 0, every one where '
