@@ -47,7 +47,6 @@ import math
 import statistics
 
 from nova_adaptive_paging import dsp
-from nova_adaptive_paging.costmodel import evaluator
 from nova_adaptive_paging.costmodel import family
 from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.tuning import assess
@@ -140,39 +139,15 @@ def phase_s(name):
     return 3.0 if name.startswith('burst-') else math.inf
 
 
-class Runs:
-    """The assumption's traces on the true costs of ``hw``, each with
-    its better static mode and its oracles computed once."""
-
-    def __init__(self, hw, traces):
-        self.replays = [evaluator.Replay(t, hw) for t in traces]
-        self.best = [min(r.static(m)['time_s'] for m in (
-            evaluator.HAP, evaluator.SHADOW)) for r in self.replays]
-        self._oracle = {}
-
-    def oracle_s(self, i, interval):
-        if (i, interval) not in self._oracle:
-            self._oracle[i, interval] = self.replays[i].oracle(
-                interval)['time_s']
-        return self._oracle[i, interval]
-
-    def run(self, profile):
-        """Per trace (name, ratio to the better static mode, capture or
-        None, share of the run spent switching)."""
-        out = []
-        for i, replay in enumerate(self.replays):
-            got = replay.adaptive(profile.thresholds,
-                                  profile.history_samples,
-                                  profile.interval_s, guard=profile.guard)
-            best, oracle = self.best[i], self.oracle_s(i, profile.interval_s)
-            capture = None
-            if (best - oracle) / best >= assess.MEASURABLE_GAIN:
-                capture = (best - got['time_s']) / (best - oracle)
-            switching = (got['time_s'] - got['time_hap_s']
-                         - got['time_shadow_s'])
-            out.append((replay.trace.name, got['time_s'] / best, capture,
-                        switching / got['time_s']))
-        return out
+def rows(bench, profile):
+    """Per trace of ``bench`` (assess.Bench) under ``profile``: (name,
+    ratio to the better static mode, capture or None, share of the run
+    spent switching), in the traces' order (the bench scores the
+    phase-changing ones first)."""
+    order = {r.trace.name: i for i, r in enumerate(bench.replays)}
+    return sorted(((t.trace, 1.0 + t.regret, t.capture, t.switching)
+                   for t in bench.score_profile(profile)),
+                  key=lambda row: order[row[0]])
 
 
 def knob(name):
@@ -216,30 +191,30 @@ def assumptions_table(args):
         skewed = {e: [calibrated(family.mispriced(hw, s * e))
                       for s in (1, -1)] for e in family.PRICE_ERRORS}
         for assumption, traces in sets.items():
-            runs = Runs(hw, traces)
-            rows = runs.run(true)
-            off = {e: [r for p in skewed[e] for r in runs.run(p)]
+            bench = assess.Bench(hw, traces)
+            got = rows(bench, true)
+            off = {e: [r for p in skewed[e] for r in rows(bench, p)]
                    for e in family.PRICE_ERRORS}
-            slow = [r for r in rows if r[2] is not None
+            slow = [r for r in got if r[2] is not None
                     and phase_s(r[0]) >= 120]
             least = ('%4.0f %% (%s)' % (min(r[2] for r in slow) * 100, min(
                 slow, key=lambda r: r[2])[0]) if slow else '-')
-            busiest = max(rows, key=lambda r: r[3])
+            busiest = max(got, key=lambda r: r[3])
             print('%-19s %-18s %4d  %-26s %-26s %-26s %-24s %.2f %% (%s) / '
                   '%.2f %%' % (
-                      assumption, hw.name[:18], len(rows), _worst(rows),
+                      assumption, hw.name[:18], len(got), _worst(got),
                       _worst(off[0.3]), _worst(off[0.5]), least,
                       busiest[3] * 100, busiest[0],
                       true.guard.budget_ppm / dsp.PPM * 100))
             if assumption in DETAIL:
-                details.append((assumption, hw.name, rows, off[0.3]))
+                details.append((assumption, hw.name, got, off[0.3]))
     print()
     print('worst ratio to the better static mode by the attacked parameter '
           '(true prices / prices +-30 %)')
-    for assumption, name, rows, off in details:
+    for assumption, name, true_rows, off in details:
         worst = {}
-        for label, got in (('true', rows), ('off', off)):
-            for r in got:
+        for label, these in (('true', true_rows), ('off', off)):
+            for r in these:
                 key = knob(r[0])
                 worst.setdefault(key, {}).setdefault(label, 0.0)
                 worst[key][label] = max(worst[key][label], r[1])

@@ -47,6 +47,7 @@ class TraceScore:
     capture: float            # None on a steady trace
     switches: int
     oracle_switches: int      # the HAP-start oracle's
+    switching: float          # share of the run's time spent switching
 
     @property
     def phased(self):
@@ -114,9 +115,12 @@ class Bench:
             capture = None
             if gain >= MEASURABLE_GAIN:
                 capture = (best - got['time_s']) / (best - oracle_s)
+            switching = (got['time_s'] - got['time_hap_s']
+                         - got['time_shadow_s']) / got['time_s']
             out.append(TraceScore(replay.trace.name,
                                   got['time_s'] / best - 1.0, gain, capture,
-                                  got['switches'], oracle_switches))
+                                  got['switches'], oracle_switches,
+                                  switching))
             if stop is not None and stop(out[-1]):
                 break
         return out
