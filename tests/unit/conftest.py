@@ -194,6 +194,14 @@ class AgentProcess:
         return {f.name: f for f in parser.text_string_to_metric_families(
             text)}
 
+    @staticmethod
+    def snapshot_age(fams):
+        """The age of the snapshot a scrape's ``fams`` served, as the agent
+        measured it; None before the agent's first pass."""
+        from nova_adaptive_paging.telemetry import metrics
+        family = fams.get(metrics.SNAPSHOT_AGE.name)
+        return family.samples[0].value if family else None
+
     def scrape_after_pass(self, seconds=15.0):
         """A scrape whose snapshot the agent built after this call
         began: a pass's effect on a file can be seen before the pass
@@ -203,15 +211,13 @@ class AgentProcess:
         it, dates it; a scrape sent at ``asked`` serves one built after
         ``start`` if its age is below ``asked - start``."""
         import time
-
-        from nova_adaptive_paging.telemetry import metrics
         start = time.monotonic()
         deadline = start + seconds
         while True:
             asked = time.monotonic()
             fams = self.scrape()
-            age = fams.get(metrics.SNAPSHOT_AGE.name)
-            if age is not None and age.samples[0].value < asked - start:
+            age = self.snapshot_age(fams)
+            if age is not None and age < asked - start:
                 return fams
             if self.proc.poll() is not None or asked > deadline:
                 raise AssertionError('no snapshot after a pass within %s s '

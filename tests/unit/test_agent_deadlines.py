@@ -488,9 +488,7 @@ def test_sigterm_ends_the_agent_within_stop_timeout_whatever_hangs(
         ('agent', 'stop_timeout'): 2})
 
     def age():
-        fams = agent.scrape(timeout=5)
-        family = fams.get(metrics.SNAPSHOT_AGE.name)
-        return family.samples[0].value if family else None
+        return agent.snapshot_age(agent.scrape(timeout=5))
     wait_for(agent.serving, 30, '/metrics', agent.proc)
     wait_for(lambda: age() is not None, 30, 'a snapshot', agent.proc)
     served_host.proc.send_signal(signal.SIGSTOP)
