@@ -108,10 +108,15 @@ def libvirtd_logs():
             say('log', name, line)
 
 
+def agent_log_lines(*texts):
+    """How many lines of the agent's log say each of ``texts``."""
+    with open(os.path.join(RUN, 'agent.log'), errors='replace') as f:
+        return sum(all(t in line for t in texts) for line in f)
+
+
 def connects():
     """How often the agent has connected to libvirt, from its log."""
-    with open(os.path.join(RUN, 'agent.log'), errors='replace') as f:
-        return f.read().count('connected to libvirt at')
+    return agent_log_lines('connected to libvirt at')
 
 
 def vcpu_stat(domain, name):
@@ -125,9 +130,10 @@ def decide_in_the_agent(agent, conf, domain):
     """decision = agent, as for a kernel with the mechanism alone: after a
     SIGHUP the agent runs the DSP engine on the adaptive guest's counts,
     which come from decision_samples_dir (no PMU under TCG, as the
-    kernel's dsp_inject), and switches the guest through paging_policy.
-    TLB-bound counts, then fault-bound ones; what the guest's vCPU runs
-    in is its own statistic, paging_shadow."""
+    kernel's dsp_inject), and switches the guest through the mechanism's
+    control, KVM_SET_PAGING_MODE on the VM's descriptor, which its log
+    names.  TLB-bound counts, then fault-bound ones; what the guest's
+    vCPU runs in is its own statistic, paging_shadow."""
     samples = os.path.join(RUN, 'samples')
     os.makedirs(samples, exist_ok=True)
     counts = [0, 0, 0]
@@ -169,6 +175,9 @@ def decide_in_the_agent(agent, conf, domain):
         say('decided', phase, domain, 'policy=%s' % policy, 'mode=%s' % now,
             'paging_shadow=%s' % vcpu_stat(domain, 'paging_shadow'),
             'paging_switches=%s' % vcpu_stat(domain, 'paging_switches'),
+            'by_ioctl=%d' % agent_log_lines(
+                domain + ' (instance', 'switched it to %s (rule' % mode,
+                ') through KVM_SET_PAGING_MODE'),
             'seconds=%.1f' % (time.monotonic() - t0))
 
 

@@ -90,6 +90,17 @@ _IOC_READ_WRITE, _KVMIO = 3, 0xAE
 KVM_PAGING_SWITCH_IO = ((_IOC_READ_WRITE << 30) | (IO_STRUCT.size << 16)
                         | (_KVMIO << 8) | 0xf0)
 
+# The mechanism's own control (the series' part 1), which a kernel without
+# the text interface has too: KVM_SET_PAGING_MODE takes struct
+# kvm_paging_mode {u32 mode; u32 flags;}.  On a kernel with the text
+# interface it is a write of the mode to the VM's paging_policy.
+MODE_STRUCT = struct.Struct('=II')
+KVM_PAGING_MODE = {vocabulary.HAP: 0, vocabulary.SHADOW: 1}
+_IOC_WRITE = 1
+KVM_SET_PAGING_MODE = ((_IOC_WRITE << 30) | (MODE_STRUCT.size << 16)
+                       | (_KVMIO << 8) | 0xf1)
+KVM_CAP_PAGING_MODE = 1001
+
 POLICIES = vocabulary.POLICIES
 MODES = vocabulary.MODES
 # Where a sample's page faults came from; none: the sample had no data.

@@ -21,9 +21,12 @@ advisory mode does) and its balloon page-fault count, turns them into
 one interval's counts by the kernel's rules (:mod:`.intervals`) and
 feeds them to the same :class:`nova_adaptive_paging.dsp.Engine`, switch
 guard included, with the host generation's profile.  When the engine
-says switch, the agent writes ``hap`` or ``shadow`` to the VM's
-``paging_policy``; the kernel switches the VM and counts the switch in
-its statistics (``paging_stats``, each vCPU's ``paging_shadow``).  The
+says switch, the agent sets the VM's mode through the mechanism's own
+control, ``KVM_SET_PAGING_MODE`` on the VM's descriptor (which a kernel
+without the text interface has too; with it, the ioctl is a write of the
+mode to ``paging_policy``); the kernel switches the VM and counts the
+switch in its statistics (each vCPU's ``paging_shadow`` and
+``paging_switches``, and ``paging_stats``).  The
 kernel's own engine never runs for such a guest: its policy is fixed.
 
 What differs from the kernel's engine, and what an operator should know:
@@ -101,7 +104,7 @@ class Decider:
 
     @property
     def policy(self):
-        """What the guest's paging_policy must say: the engine's mode,
+        """The mode the guest's VM is set to: the engine's mode,
         or hap while the agent cannot decide (no counts: the kernel
         would have none either) or shadow paging is refused."""
         if self.ruled_out or self.blind:

@@ -305,9 +305,10 @@ def _apply(host, health_, advice, options, g):
         _close_counters(g)
     try:
         if host.read_only:
-            g.pending = ['%s=%s' % w for w in writer.plan(vm, g.target)]
+            g.pending = ['%s=%s' % w for w in writer.plan(
+                vm, g.target, by_mode=g.decider is not None)]
             return
-        done = writer.apply(vm, g.target)
+        done = writer.apply(vm, g.target, by_mode=g.decider is not None)
     except vmfiles.Refused as exc:
         g.problem = str(exc)
         health_.fail(health.APPLY, ('apply', name),

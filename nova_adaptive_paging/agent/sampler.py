@@ -191,7 +191,7 @@ def _decide(host, domains, health_, advice, g, vm):
             d.runs_in(vocabulary.HAP)
             health_.ok(('decide', g.domain))
         d.step(*counts)
-    _write_policy(health_, g, d, vm)
+    _set_mode(health_, g, d, vm)
 
 
 def _decision_counts(host, domains, health_, advice, g):
@@ -220,14 +220,14 @@ def _bounded_faults(advice, g, faults):
     return g.fault_feed.update(faults, advice.clock())
 
 
-def _write_policy(health_, g, d, vm):
+def _set_mode(health_, g, d, vm):
     try:
         if vm.word(spec.FILE_POLICY) == d.policy:
             return
     except vmfiles.Refused:
         return                  # gone: the next reconcile sees it
     try:
-        vm.set_policy(d.policy)
+        vm.set_mode(d.policy)
     except vmfiles.Refused as exc:
         if not vm.exists():
             return              # gone meanwhile
@@ -241,8 +241,8 @@ def _write_policy(health_, g, d, vm):
         return
     g.target = dataclasses.replace(g.target, policy=d.policy)
     LOG.info('%s (instance %s): the agent\'s decision switched it to %s '
-             '(rule %s)', g.domain, g.instance.uuid, d.policy,
-             d.engine.last_rule.name)
+             '(rule %s) through %s', g.domain, g.instance.uuid, d.policy,
+             d.engine.last_rule.name, vmfiles.SET_MODE)
 
 
 def _feed_faults(domains, health_, advice, g, vm):

@@ -23,6 +23,7 @@ its flavor asked for.
 import dataclasses
 
 from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging import vocabulary
 
 DEFAULT_THRESHOLDS = 'default'
@@ -63,9 +64,12 @@ def target(policy, profile_set, host_profile):
         problem)
 
 
-def plan(vm, want):
+def plan(vm, want, by_mode=False):
     """The writes that bring ``vm`` (a host.vm.Vm) to ``want``, in order,
-    as ``(file, value)``: only what differs from what the kernel holds."""
+    as ``(file, value)``: only what differs from what the kernel holds.
+    ``by_mode``: the policy (hap or shadow) is set through the
+    mechanism's control (``KVM_SET_PAGING_MODE``), as the agent's own
+    decision does, which a kernel without the text interface has too."""
     writes = []
     current, overridden = vm.thresholds()
     if want.override is None:
@@ -75,7 +79,8 @@ def plan(vm, want):
         writes.append((spec.FILE_THRESHOLDS,
                        want.override.format().strip()))
     if vm.word(spec.FILE_POLICY) != want.policy:
-        writes.append((spec.FILE_POLICY, want.policy))
+        writes.append((vmfiles.SET_MODE if by_mode else spec.FILE_POLICY,
+                       want.policy))
     return writes
 
 
@@ -84,13 +89,16 @@ _EXPECTED = {spec.FILE_THRESHOLDS: 'a per-VM threshold override or '
              'shadow mode'}
 
 
-def apply(vm, want):
+def apply(vm, want, by_mode=False):
     """Bring ``vm`` to ``want``; return the writes made, as
     ``file=value`` strings.  Raises host.vm.Refused naming the file and
     value when the kernel refuses one: the writes before it stay, and
     the VM keeps the policy it had."""
     done = []
-    for name, value in plan(vm, want):
-        vm.write(name, value, _EXPECTED[name])
+    for name, value in plan(vm, want, by_mode):
+        if name == vmfiles.SET_MODE:
+            vm.set_mode(value)
+        else:
+            vm.write(name, value, _EXPECTED[name])
         done.append('%s=%s' % (name, value))
     return done

@@ -105,9 +105,11 @@ switches the guest. ``agent``: for a kernel with the switching mechanism
 only, the agent runs the same decision and switch guard (``dsp.py``) on
 each adaptive guest's guest-only instruction and TLB-miss counts and its
 balloon page-fault count, every ``[agent] interval``, and switches the
-guest by writing ``hap`` or ``shadow`` to its ``paging_policy``. The
-kernel then counts those switches in the guest's statistics as it counts
-any other. Needs the guest-only perf counters the agent's advisory mode
+guest through the mechanism's own control, ``KVM_SET_PAGING_MODE`` on
+its VM descriptor (on a kernel with the text interface, the same as
+writing ``hap`` or ``shadow`` to its ``paging_policy``). The kernel then
+counts those switches in the guest's statistics as it counts any
+other. Needs the guest-only perf counters the agent's advisory mode
 uses (``nova-paging host capabilities`` says whether the host has them).
 """),
     cfg.StrOpt('decision_samples_dir',

@@ -65,3 +65,12 @@ class FileTransport:
 
     def exists(self, rel):
         return os.path.exists(self._path(rel))
+
+    def set_mode(self, vm, mode):
+        """Modeled ``KVM_SET_PAGING_MODE`` on VM ``vm`` (``<pid>-<fd>``)
+        under a root that is not a host's (a simulated host): there is no
+        VM descriptor, and on a kernel with the text interface the ioctl
+        is the write of the mode to the VM's policy, which is what this
+        does."""
+        self.write('%s/%s/%s' % (spec.DEBUGFS_DIR, vm, spec.FILE_POLICY),
+                   mode + '\n')

@@ -149,6 +149,23 @@ def write(rel, text):
     _HOST.write(rel, text)
 
 
+def check_mode_request(vm, mode, root='/'):
+    """Refuse (PermissionError) a ``KVM_SET_PAGING_MODE`` request that is
+    not hap or shadow for the VM (``<pid>-<fd>``) of a guest's QEMU."""
+    m = spec.VM_DIR_RE.fullmatch(str(vm))
+    if not m or mode not in spec.KVM_PAGING_MODE:
+        raise PermissionError(1, 'not a VM and a paging mode the agent may '
+                              'set', '%s %s' % (vm, mode))
+    check_guest_pid(m.group('pid'), root)
+
+
+@host_admin.entrypoint
+def set_mode(vm, mode):
+    """``KVM_SET_PAGING_MODE`` on a guest's VM, to hap or shadow."""
+    check_mode_request(vm, mode)
+    _HOST.set_mode(vm, mode)
+
+
 @host_admin.entrypoint
 def ping():
     """The daemon's pid: that it runs and answers."""
@@ -434,6 +451,9 @@ class Transport:
 
     def write(self, rel, text):
         self._call(write, rel, text)
+
+    def set_mode(self, vm, mode):
+        self._call(set_mode, vm, mode)
 
     def listdir(self, rel):
         return self._call(listdir, rel)

@@ -26,6 +26,11 @@ from nova_adaptive_paging import vocabulary
 LIBVIRT_PID_DIR = 'run/libvirt/qemu'
 
 
+# How a mode set through the mechanism's control is named in refusals and
+# logs: the ioctl's own name.
+SET_MODE = 'KVM_SET_PAGING_MODE'
+
+
 class Refused(exception.Error):
     """The interface or the VM does not allow what the measurement needs."""
 
@@ -160,6 +165,17 @@ class Vm:
 
     def switch(self, mode):
         self.write(spec.FILE_SWITCH, mode, 'policy adaptive')
+
+    def set_mode(self, mode):
+        """The mechanism's control, ``KVM_SET_PAGING_MODE``: the VM runs
+        in ``mode`` (hap or shadow) until told otherwise."""
+        try:
+            self.t.set_mode(self.name, mode)
+        except OSError as exc:
+            raise Refused('%s/%s %s' % (spec.DEBUGFS_DIR, self.name,
+                                        SET_MODE),
+                          'mode %s failed with %s' % (mode, _errname(exc)),
+                          'a VM that can run in hap and in shadow mode')
 
 
 def no_engine_thresholds(current):

@@ -27,7 +27,8 @@ descriptor is ``<fd>`` in process ``<pid>``, and a listing of
 host may not mount, and where two VMs of one process can collide).  Any
 other path is a file under the root, as with ``files.FileTransport``.
 Errors are ``OSError`` with the errno the kernel gave, as a file's write
-would.
+would.  :meth:`VmFdTransport.set_mode` issues the mechanism's own control,
+``KVM_SET_PAGING_MODE``, on the same copy.
 """
 
 import contextlib
@@ -116,6 +117,19 @@ class VmFdTransport(files.FileTransport):
         if self._vm_path(rel) is None:
             return super().write(rel, text)
         self._io(rel, write=True, text=text)
+
+    def set_mode(self, vm, mode):
+        """``KVM_SET_PAGING_MODE`` on VM ``vm`` (``<pid>-<fd>``): the
+        mechanism's own control, which a kernel without the text
+        interface has too."""
+        rel = '%s/%s' % (spec.DEBUGFS_DIR, vm)
+        pid, fd, _ = self._vm_path(rel)
+        arg = spec.MODE_STRUCT.pack(spec.KVM_PAGING_MODE[mode], 0)
+        with self._vm_fd(pid, fd, rel) as copy:
+            try:
+                fcntl.ioctl(copy, spec.KVM_SET_PAGING_MODE, arg)
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, rel)
 
     def _vms(self):
         """``<pid>-<fd>`` of every VM descriptor of every process."""

@@ -18,9 +18,11 @@ import urllib.request
 
 from prometheus_client import parser
 
+from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.agent import service
 from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.costmodel import traces
+from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging.simhost import host as simhost
 from nova_adaptive_paging.simhost import scraped_fleet as simfleet
 from nova_adaptive_paging.telemetry import metrics
@@ -59,6 +61,11 @@ class Recording:
     def write(self, rel, text):
         self.writes.append((rel, text.strip()))
         return self.model.write(rel, text)
+
+    def set_mode(self, vm, mode):
+        rel = '%s/%s/%s' % (spec.DEBUGFS_DIR, vm, vmfiles.SET_MODE)
+        self.writes.append((rel, mode))
+        return self.model.set_mode(vm, mode)
 
 
 make_conf = simfleet.agent_conf_for

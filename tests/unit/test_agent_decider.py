@@ -12,7 +12,9 @@
 
 """The agent's own decision (``decision = agent``): on a host whose kernel
 switches, the agent decides for adaptive guests and switches them
-through their paging_policy; the kernel's engine never runs for them.
+through the mechanism's control, KVM_SET_PAGING_MODE (the reference
+model takes it as a kernel with the text interface does, as a write of
+the mode to the VM's policy); the kernel's engine never runs for them.
 The simulated host's kernel is the interface's reference model; the
 guests' counters are their traces' (no machine here has a PMU)."""
 
@@ -22,6 +24,7 @@ import pytest
 
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.host import perf
+from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.simhost import scraped_fleet as simfleet
@@ -50,10 +53,17 @@ def no_override_outlives_its_test():
         conf.clear_override(name, 'adaptive_paging')
 
 
-def policy_writes(agent, name, sim):
+def writes_to(agent, name, sim, what):
     rel = sim.vms[name].dirname
     return [text for path, text in agent.transport.writes
-            if rel in path and path.endswith(spec.FILE_POLICY)]
+            if rel in path and path.endswith('/' + what)]
+
+
+def policy_writes(agent, name, sim):
+    """The modes the agent set for the guest: through the mechanism's
+    control, and never through the text interface's policy file."""
+    assert writes_to(agent, name, sim, spec.FILE_POLICY) == []
+    return writes_to(agent, name, sim, vmfiles.SET_MODE)
 
 
 def test_the_agent_decides_and_the_kernel_switches(sim):

@@ -45,6 +45,15 @@ def test_the_privileged_side_touches_interface_files_only():
             privileged.check_path(rel, write=write)
 
 
+def test_the_mechanisms_control_takes_a_vm_and_a_mode_only():
+    # hap or shadow, for a <pid>-<fd> name and nothing else: a path, a
+    # trailing newline or another word is refused before any pid is.
+    for vm, mode in (('1-2', 'adaptive'), ('1-2', 'tdp'), ('1-2\n', 'hap'),
+                     ('../1-2', 'hap'), ('1', 'shadow'), (12, 'hap')):
+        with pytest.raises(PermissionError, match='paging mode'):
+            privileged.check_mode_request(vm, mode)
+
+
 def test_sudoers_allows_the_command_the_agent_runs(monkeypatch, tmp_path):
     """host-agent's sudoers rule and the privsep helper command the agent
     runs must agree, or the daemon never starts: the command is the

@@ -138,6 +138,10 @@ def test_the_daemon_reaches_no_process_but_a_guests_qemu(tmp_path):
             privileged.check_path('sys/kernel/debug/kvm/%d-3/paging_policy'
                                   % sleeper.pid, write=True,
                                   root=str(tmp_path))
+        # ... nor a request for the mechanism's control.
+        with pytest.raises(PermissionError, match='KVM VM descriptor'):
+            privileged.check_mode_request('%d-3' % sleeper.pid, 'shadow',
+                                          str(tmp_path))
         # On this host, no process at all is a guest's QEMU.
         with pytest.raises(PermissionError):
             privileged.check_guest_pid(sleeper.pid)

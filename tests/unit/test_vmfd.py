@@ -119,3 +119,14 @@ def test_the_request_is_the_kernels_struct():
     # write in bits 31:30, size in 29:16, type 0xAE in 15:8, nr in 7:0).
     assert spec.IO_STRUCT.size == 32 + 4 + 4 + 8
     assert spec.KVM_PAGING_SWITCH_IO == 0xc030aef0
+
+
+def test_the_mechanisms_control_is_the_kernels_ioctl():
+    # struct kvm_paging_mode: __u32 mode; __u32 flags; 8 bytes, and
+    # _IOW(KVMIO, 0xf1, it): dir 1 (write) in bits 31:30.  The modes are
+    # api.rst's KVM_PAGING_MODE_TDP 0 and KVM_PAGING_MODE_SHADOW 1; the
+    # capability is numbered 1001.
+    assert spec.MODE_STRUCT.size == 8
+    assert spec.KVM_SET_PAGING_MODE == 0x4008aef1
+    assert spec.KVM_PAGING_MODE == {'hap': 0, 'shadow': 1}
+    assert spec.KVM_CAP_PAGING_MODE == 1001
