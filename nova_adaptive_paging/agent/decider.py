@@ -129,6 +129,22 @@ class Decider:
         self.switches += self.policy != before
         return self.policy
 
+    def refused(self, exc, vm_mode):
+        """The kernel refused the mode the engine chose (``exc``, a
+        host.vm.Refused).  EOPNOTSUPP is for the VM's life (it cannot run
+        with shadow paging: the interface's rule), and the guest stays at
+        hap; anything else (no memory for the rmaps, a daemon that did
+        not answer in time) is for now: the engine follows the mode the
+        VM runs in (``vm_mode``, None if unknown) and may ask again once
+        its window is full.  Returns whether it was for good."""
+        if exc.errno == spec.EOPNOTSUPP:
+            self.ruled_out = str(exc)
+            self.runs_in(vocabulary.HAP)
+            return True
+        if vm_mode in vocabulary.MODES:
+            self.runs_in(vm_mode)
+        return False
+
     def runs_in(self, mode):
         """The VM runs in ``mode`` whatever the engine said: the engine
         follows, its window empty, its ledger kept."""

@@ -313,10 +313,8 @@ def _apply(host, health_, advice, options, g):
         g.problem = str(exc)
         health_.fail(health.APPLY, ('apply', name),
                      '%s (instance %s): %s' % (name, uuid, exc))
-        if g.decider is not None and g.target.policy != vocabulary.HAP:
-            # Shadow refused: for this VM's life (the interface's rule).
-            g.decider.ruled_out = str(exc)
-            g.decider.runs_in(vocabulary.HAP)
+        if g.decider is not None:
+            g.decider.refused(exc, vm.mode())
         return
     health_.ok(('apply', name))
     if done:

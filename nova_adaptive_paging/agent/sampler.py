@@ -231,13 +231,13 @@ def _set_mode(health_, g, d, vm):
     except vmfiles.Refused as exc:
         if not vm.exists():
             return              # gone meanwhile
-        # The kernel refuses shadow paging for this VM's life (section 8
-        # of the interface): say so once, and ask no more.
-        d.ruled_out = str(exc)
-        d.runs_in(vocabulary.HAP)
+        # For good (said once, asked no more) or for now (asked again).
+        for_good = d.refused(exc, vm.mode())
         health_.fail(health.APPLY, ('decide', g.domain), '%s (instance '
-                     '%s): %s; the agent keeps it at hap' % (
-                         g.domain, g.instance.uuid, exc))
+                     '%s): %s; %s' % (
+                         g.domain, g.instance.uuid, exc,
+                         'the agent keeps it at hap' if for_good else
+                         'the agent asks again when it decides again'))
         return
     g.target = dataclasses.replace(g.target, policy=d.policy)
     LOG.info('%s (instance %s): the agent\'s decision switched it to %s '

@@ -32,10 +32,12 @@ SET_MODE = 'KVM_SET_PAGING_MODE'
 
 
 class Refused(exception.Error):
-    """The interface or the VM does not allow what the measurement needs."""
+    """The interface or the VM does not allow what the measurement needs;
+    ``errno``, the kernel's error where there was one."""
 
-    def __init__(self, rel, value, expected):
+    def __init__(self, rel, value, expected, errno=None):
         super().__init__('%s: %s; expected %s' % (rel, value, expected))
+        self.errno = errno
 
 
 # The spec's names for the errors it defines (EOPNOTSUPP is ENOTSUP to
@@ -135,10 +137,17 @@ class Vm:
             self.t.write(self.rel(name), value + '\n')
         except OSError as exc:
             raise Refused(self.rel(name), 'writing %r failed with %s'
-                          % (value, _errname(exc)), expected)
+                          % (value, _errname(exc)), expected, exc.errno)
 
     def word(self, name):
         return self.read(name).strip()
+
+    def mode(self):
+        """The mode the VM runs in, or None if that cannot be read."""
+        try:
+            return self.word(spec.FILE_MODE)
+        except Refused:
+            return None
 
     def exists(self):
         """Whether the VM is still there (its policy file is)."""
@@ -175,7 +184,8 @@ class Vm:
             raise Refused('%s/%s %s' % (spec.DEBUGFS_DIR, self.name,
                                         SET_MODE),
                           'mode %s failed with %s' % (mode, _errname(exc)),
-                          'a VM that can run in hap and in shadow mode')
+                          'a VM that can run in hap and in shadow mode',
+                          exc.errno)
 
 
 def no_engine_thresholds(current):

@@ -18,6 +18,7 @@ the mode to the VM's policy); the kernel's engine never runs for them.
 The simulated host's kernel is the interface's reference model; the
 guests' counters are their traces' (no machine here has a PMU)."""
 
+import errno
 import sys
 
 import pytest
@@ -190,6 +191,30 @@ def test_a_vm_ruled_out_of_shadow_stays_at_hap_and_is_asked_no_more(
     assert len(refused) == 1
     assert agent.errors['apply'] == 1
     assert agent.guests['g'].decider.ruled_out
+
+
+def test_a_refusal_for_now_is_asked_again_not_taken_for_good(
+        sim, tmp_path):
+    """Only EOPNOTSUPP rules a VM out of shadow paging for its life; no
+    memory for the rmaps (ENOMEM) or a privsep daemon that did not
+    answer (ETIMEDOUT) is for now, and the agent asks again."""
+    start(sim, 'g', {'hw:paging': 'adaptive'}, trace='phases-tlb-fault')
+    agent = hook_agent(sim, tmp_path)
+    agent.reconcile()
+    set_mode = agent.transport.set_mode
+    failures = [errno.ENOMEM, errno.ETIMEDOUT]
+
+    def failing(vm, mode):
+        if failures and mode == vocabulary.SHADOW:
+            raise OSError(failures.pop(0), 'for now', vm)
+        return set_mode(vm, mode)
+    agent.transport.set_mode = failing
+    tlb_bound(tmp_path, 'g', sim, agent, 18)
+    assert failures == []
+    assert agent.guests['g'].decider.ruled_out is None
+    assert policy_of(sim, 'g') == vocabulary.SHADOW
+    assert sim.model.vms[sim.vms['g'].dirname].mode == vocabulary.SHADOW
+    assert agent.errors['apply'] == 2
 
 
 def test_a_restarted_guest_is_decided_afresh(sim, tmp_path):
