@@ -134,7 +134,9 @@ def check_path(rel, write=False, root=None):
         check_guest_pid(vm.group('pid'), root)
 
 
-_HOST = vmfd.VmFdTransport('/')
+# The guest check again once the pidfd pins the process (check_path's
+# is by pid alone, which a new process may have taken since).
+_HOST = vmfd.VmFdTransport('/', check_pid=check_guest_pid)
 
 
 @host_admin.entrypoint

@@ -49,7 +49,14 @@ def _gone(what):
 
 
 class VmFdTransport(files.FileTransport):
-    """The interface under ``root`` (``/``), per-VM files by ioctl."""
+    """The interface under ``root`` (``/``), per-VM files by ioctl.
+    ``check_pid``, if given, is called with the pid once a pidfd holds
+    the process, and refuses it by raising: a pid checked before would
+    name whatever process reused it by the time the pidfd is opened."""
+
+    def __init__(self, root, check_pid=None):
+        super().__init__(root)
+        self.check_pid = check_pid
 
     def _vm_path(self, rel):
         """``(pid, fd, file)`` of a per-VM path (file None for the VM's
@@ -74,6 +81,8 @@ class VmFdTransport(files.FileTransport):
         except ProcessLookupError:
             raise _gone(what)
         try:
+            if self.check_pid is not None:
+                self.check_pid(pid)
             copy = _libc.syscall(_SYS_PIDFD_GETFD, pidfd, fd, 0)
             if copy < 0:
                 err = ctypes.get_errno()

@@ -216,6 +216,13 @@ class HeldWrites:
             self.release.wait(30)
         return self.model.write(rel, text)
 
+    def set_mode(self, vm, mode):
+        # The mechanism's control, held as a write is.
+        if self.hold.is_set():
+            self.held.set()
+            self.release.wait(30)
+        return self.model.set_mode(vm, mode)
+
 
 def test_a_scrape_serves_the_last_snapshot_while_a_pass_is_held(
         sim, start_guest, make_agent):

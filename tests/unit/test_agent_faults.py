@@ -34,6 +34,7 @@ from nova_adaptive_paging.agent import web
 from nova_adaptive_paging.conf import check as conf_check
 from nova_adaptive_paging import exception
 from nova_adaptive_paging.host import files
+from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.telemetry import collector
 from nova_adaptive_paging.telemetry import metrics
@@ -71,6 +72,11 @@ class Faulty:
     def write(self, rel, text):
         self._fault(rel)
         return self.model.write(rel, text)
+
+    def set_mode(self, vm, mode):
+        # The mechanism's control, faulted as a write of the VM's is.
+        self._fault('%s/%s/%s' % (spec.DEBUGFS_DIR, vm, vmfiles.SET_MODE))
+        return self.model.set_mode(vm, mode)
 
 
 def policy_of(sim, name):

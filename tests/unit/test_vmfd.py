@@ -130,3 +130,21 @@ def test_the_mechanisms_control_is_the_kernels_ioctl():
     assert spec.KVM_SET_PAGING_MODE == 0x4008aef1
     assert spec.KVM_PAGING_MODE == {'hap': 0, 'shadow': 1}
     assert spec.KVM_CAP_PAGING_MODE == 1001
+
+
+def test_the_pid_is_checked_once_a_pidfd_holds_the_process():
+    """The privsep daemon's guest check runs on the process the pidfd
+    holds, so a pid reused after an earlier check is checked afresh, and
+    a refusal takes nothing from the process."""
+    seen = []
+
+    def refuse(pid):
+        seen.append(pid)
+        raise PermissionError(1, 'not a guest', str(pid))
+
+    transport = vmfd.VmFdTransport('/', check_pid=refuse)
+    for call in (lambda: transport.read(vm_rel(os.getpid(), 0)),
+                 lambda: transport.set_mode('%d-0' % os.getpid(), 'hap')):
+        with pytest.raises(PermissionError, match='not a guest'):
+            call()
+    assert seen == [os.getpid()] * 2
