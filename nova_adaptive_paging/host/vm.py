@@ -35,9 +35,9 @@ class Refused(exception.Error):
     """The interface or the VM does not allow what the measurement needs;
     ``errno``, the kernel's error where there was one."""
 
-    def __init__(self, rel, value, expected, errno=None):
+    def __init__(self, rel, value, expected, err=None):
         super().__init__('%s: %s; expected %s' % (rel, value, expected))
-        self.errno = errno
+        self.errno = err
 
 
 # The spec's names for the errors it defines (EOPNOTSUPP is ENOTSUP to
