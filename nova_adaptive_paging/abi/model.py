@@ -116,8 +116,7 @@ class HostModel:
     def set_mode(self, vm, mode):
         """``KVM_SET_PAGING_MODE``: with the text interface, the write of
         the mode to the VM's policy (``kvm_paging_switch_set_mode()``)."""
-        return self.write('%s/%s/%s' % (spec.DEBUGFS_DIR, vm,
-                                        spec.FILE_POLICY), mode + '\n')
+        return self.write(spec.vm_path(vm, spec.FILE_POLICY), mode + '\n')
 
     def listdir(self, rel):
         if rel.strip('/') == spec.DEBUGFS_DIR:

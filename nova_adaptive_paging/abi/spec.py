@@ -61,6 +61,12 @@ def param_path(name):
     return '%s/%s' % (PARAMS_DIR, name)
 
 
+def vm_path(vm, name):
+    """A VM's file (``vm`` is its ``<pid>-<fd>`` name), relative to the
+    host root."""
+    return '%s/%s/%s' % (DEBUGFS_DIR, vm, name)
+
+
 def vendor_params_dir(module):
     return 'sys/module/%s/parameters' % module
 

@@ -72,5 +72,4 @@ class FileTransport:
         VM descriptor, and on a kernel with the text interface the ioctl
         is the write of the mode to the VM's policy, which is what this
         does."""
-        self.write('%s/%s/%s' % (spec.DEBUGFS_DIR, vm, spec.FILE_POLICY),
-                   mode + '\n')
+        self.write(spec.vm_path(vm, spec.FILE_POLICY), mode + '\n')

@@ -123,7 +123,7 @@ class Vm:
         self.name = name
 
     def rel(self, name):
-        return '%s/%s/%s' % (spec.DEBUGFS_DIR, self.name, name)
+        return spec.vm_path(self.name, name)
 
     def read(self, name):
         try:

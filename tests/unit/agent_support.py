@@ -63,7 +63,7 @@ class Recording:
         return self.model.write(rel, text)
 
     def set_mode(self, vm, mode):
-        rel = '%s/%s/%s' % (spec.DEBUGFS_DIR, vm, vmfiles.SET_MODE)
+        rel = spec.vm_path(vm, vmfiles.SET_MODE)
         self.writes.append((rel, mode))
         return self.model.set_mode(vm, mode)
 

@@ -75,7 +75,7 @@ class Faulty:
 
     def set_mode(self, vm, mode):
         # The mechanism's control, faulted as a write of the VM's is.
-        self._fault('%s/%s/%s' % (spec.DEBUGFS_DIR, vm, vmfiles.SET_MODE))
+        self._fault(spec.vm_path(vm, vmfiles.SET_MODE))
         return self.model.set_mode(vm, mode)
 
 
