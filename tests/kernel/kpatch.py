@@ -377,6 +377,10 @@ def assert_hyperv_refused(out, report):
                      re.M), report
 
 
+# The 4 KiB rmaps of one of paging_mode_test's 512 MiB memslots: one
+# 8-byte rmap head (struct kvm_rmap_head) per page.
+MODE_SLOT_RMAP_BYTES = (512 << 20) // 4096 * 8
+
 # The rmaps of paging_switch_memcg_test's four 512 MiB memslots: one
 # 8-byte rmap head per 4 KiB page (struct kvm_rmap_head), the 2 MiB and
 # 1 GiB levels left out.
@@ -395,6 +399,33 @@ def assert_mode(out, report):
                      re.M), report
     assert re.search(r'^NAP-OUT mode: 6 switches of vCPU 0, every one where '
                      r'it was asked$', out, re.M), report
+    # A switch that ran out of the VM's memory cgroup part-way through
+    # the rmaps of its six 512 MiB memslots: it gave them back, leaving
+    # less than one memslot's rmaps charged (before the partial free, the
+    # rmaps of the three it reached stayed: 3,928,064 bytes under TCG);
+    # with room, the same switch charged all six memslots' rmaps.
+    failed = re.search(r'^NAP-OUT mode: a switch out of memory part-way: '
+                       r'ENOMEM, (-?\d+) bytes left charged; with room, the '
+                       r'switch charged (\d+) bytes$', out, re.M)
+    assert failed, report
+    assert int(failed.group(1)) < MODE_SLOT_RMAP_BYTES, report
+    assert int(failed.group(2)) >= 6 * MODE_SLOT_RMAP_BYTES, report
+
+
+def assert_avic_refused(out, report):
+    """kvm_amd loaded with AVIC forced on (no emulator has AVIC; the
+    refusal needs none): no switching offered (paging_switch_supported=N,
+    no KVM_CAP_PAGING_MODE), KVM_SET_PAGING_MODE refused for either mode
+    and the vCPU run at NPT without a switch; loaded again without it,
+    the host switches."""
+    assert re.search(r'^NAP-AVIC avic=Y paging_switch_supported=N$', out,
+                     re.M), report
+    assert re.search(r'^NAP-RESULT avic paging_mode_test PASS', out,
+                     re.M), report
+    assert re.search(r'^NAP-OUT avic: no switch offered, none made$', out,
+                     re.M), report
+    assert re.search(r'^NAP-AVIC after paging_switch_supported=Y$', out,
+                     re.M), report
 
 
 def assert_memcg(out, report):

@@ -99,7 +99,8 @@ def test_selftests_in_every_mode(guests):
              if not r[0].startswith('switch-')
              and r[0] not in ('abi', 'abi-lockdown', 'cr0', 'cr3', 'access',
                               'remap', 'memcg', 'pmu', 'cost', 'pae',
-                              'walk', 'cpuid', 'nested', 'notdp', 'mode')}
+                              'walk', 'cpuid', 'nested', 'notdp', 'mode',
+                              'avic')}
     assert modes == {'hap', 'shadow', 'storm'}, run.report
     failed = [r for r in results if r[2] == 'FAIL']
     assert not failed, run.report
@@ -150,6 +151,8 @@ def test_selftests_in_every_mode(guests):
     # non-coherent DMA (both faked).
     kpatch.assert_hyperv_refused(out, run.report)
     kpatch.assert_noncoherent_refused(out, run.report)
+    # None with AVIC on (forced: no emulator has it).
+    kpatch.assert_avic_refused(out, run.report)
     # A switch's rmaps charged to the VM's memory cgroup.
     kpatch.assert_memcg(out, run.report)
     # Perf events only for adaptive VMs (or every VM under dsp_pmu_all).
