@@ -166,10 +166,20 @@ class Capabilities:
     # Its operator put this stock host in the fleet's hap or shadow pool
     # (``[adaptive_paging] pool``).
     pool: bool = False
+    # The kernel has the series' part 1 alone: its one control,
+    # KVM_SET_PAGING_MODE, without the text interface (abi_version 0).
+    # The agent then sets every guest's mode itself, and decides for the
+    # adaptive ones (agent.decider).
+    mechanism: bool = False
+
+    @property
+    def text_interface(self):
+        """The interface version this package drives is loaded."""
+        return self.abi_version == spec.ABI_VERSION
 
     @property
     def switching(self):
-        return (self.kvm and self.abi_version == spec.ABI_VERSION
+        return (self.kvm and (self.text_interface or self.mechanism)
                 and not self.blockers)
 
     @property

@@ -32,9 +32,14 @@ def _fail(code, message):
 
 
 class HostModel:
-    """Host-wide parameters of one (simulated or reference) host."""
+    """Host-wide parameters of one (simulated or reference) host.
+    ``text_interface`` False: a kernel with the series' part 1 alone,
+    whose one control is ``KVM_SET_PAGING_MODE`` (:meth:`set_mode`),
+    with none of the interface's parameters or per-VM files and no
+    in-kernel engine; its VMs' directories are there (KVM's own)."""
 
-    def __init__(self, thresholds, clock, vendor='kvm_amd', tdp=True):
+    def __init__(self, thresholds, clock, vendor='kvm_amd', tdp=True,
+                 text_interface=True):
         self.thresholds = thresholds      # spec.ThresholdSet
         self.inject = False
         self.pmu_all = False
@@ -43,8 +48,11 @@ class HostModel:
         self.vms = {}                     # "<pid>-<fd>" -> VmModel
         self.vendor = vendor              # kvm_amd or kvm_intel
         self.tdp = tdp                    # its npt= / ept= parameter
+        self.text_interface = text_interface
 
     def read_param(self, name):
+        if not self.text_interface and name != spec.PARAM_TDP_MMU:
+            _fail(errno.ENOENT, name)   # part 1 adds no parameter
         if name == spec.PARAM_ABI:
             return '%d\n' % spec.ABI_VERSION
         if name == spec.PARAM_THRESHOLDS:
@@ -88,9 +96,18 @@ class HostModel:
         if (parts[:-1] == spec.vendor_params_dir(self.vendor).split('/')
                 and parts[-1] == self._tdp_param()):
             return 'vendor', parts[-1]
+        if parts[:len(debugfs)] == debugfs and len(parts) == len(debugfs) + 1:
+            if parts[-1] in self.vms:
+                return 'vmdir', parts[-1]
+        if (parts[:len(debugfs)] == debugfs
+                and len(parts) == len(debugfs) + 3
+                and '/'.join(parts[-2:]) == spec.VCPU0_SHADOW
+                and parts[-3] in self.vms):
+            return 'vcpu0', parts[-3]
         if parts[:len(debugfs)] == debugfs and len(parts) == len(debugfs) + 2:
             vm = self.vms.get(parts[-2])
-            if vm is not None and parts[-1] in spec.VM_FILES:
+            if (vm is not None and parts[-1] in spec.VM_FILES
+                    and self.text_interface):
                 return vm, parts[-1]
         _fail(errno.ENOENT, rel)
 
@@ -99,6 +116,12 @@ class HostModel:
 
     def read(self, rel):
         where, name = self._resolve(rel)
+        if where == 'vmdir':
+            _fail(errno.EISDIR, rel)
+        if where == 'vcpu0':
+            # KVM's debugfs file of the vCPU's binary statistic; the model
+            # has no vCPUs of its own: the VM's mode stands for theirs.
+            return '%d\n' % (self.vms[name].mode == vocabulary.SHADOW)
         if where == 'param':
             return self.read_param(name)
         if where == 'vendor':
@@ -107,6 +130,8 @@ class HostModel:
 
     def write(self, rel, text):
         where, name = self._resolve(rel)
+        if where in ('vmdir', 'vcpu0'):
+            _fail(errno.EISDIR if where == 'vmdir' else spec.EPERM, rel)
         if where == 'param':
             return self.write_param(name, text)
         if where == 'vendor':
@@ -114,13 +139,28 @@ class HostModel:
         return where.write(name, text)
 
     def set_mode(self, vm, mode):
-        """``KVM_SET_PAGING_MODE``: with the text interface, the write of
-        the mode to the VM's policy (``kvm_paging_switch_set_mode()``)."""
-        return self.write(spec.vm_path(vm, spec.FILE_POLICY), mode + '\n')
+        """``KVM_SET_PAGING_MODE``: the VM runs in ``mode`` under that
+        fixed mode.  With the text interface that is the write of the mode
+        to the VM's policy (``kvm_paging_switch_set_mode()``); without it,
+        the same switch, with no engine to hand the VM to."""
+        if not self.paging_mode_cap():
+            _fail(spec.EOPNOTSUPP, 'no switching on this host')
+        if vm not in self.vms:
+            _fail(errno.ENOENT, vm)
+        if mode not in spec.KVM_PAGING_MODE:
+            _fail(spec.EINVAL, mode)
+        return self.vms[vm].write(spec.FILE_POLICY, mode + '\n')
+
+    def paging_mode_cap(self):
+        """``KVM_CHECK_EXTENSION(KVM_CAP_PAGING_MODE)``: the kernel
+        switches on this host (a TDP host; the model has no AVIC)."""
+        return self.tdp
 
     def listdir(self, rel):
         if rel.strip('/') == spec.DEBUGFS_DIR:
             return list(self.vms)
+        if rel.strip('/') == spec.PARAMS_DIR and not self.text_interface:
+            return [spec.PARAM_TDP_MMU]
         if rel.strip('/') == spec.PARAMS_DIR:
             return [spec.PARAM_ABI, spec.PARAM_THRESHOLDS, spec.PARAM_INJECT,
                     spec.PARAM_PMU_ALL, spec.PARAM_WALK_EVENTS,

@@ -106,6 +106,10 @@ _IOC_WRITE = 1
 KVM_SET_PAGING_MODE = ((_IOC_WRITE << 30) | (MODE_STRUCT.size << 16)
                        | (_KVMIO << 8) | 0xf1)
 KVM_CAP_PAGING_MODE = 1001
+# KVM_CHECK_EXTENSION on /dev/kvm: whether the kernel has that control
+# (a kernel with part 1 alone has no paging_switch_abi to read).
+KVM_DEV = 'dev/kvm'
+KVM_CHECK_EXTENSION = (_KVMIO << 8) | 0x03
 
 POLICIES = vocabulary.POLICIES
 MODES = vocabulary.MODES
@@ -149,6 +153,10 @@ BINARY_STATS = tuple(
 VCPU_BINARY_STATS = (BINARY_STATS_PREFIX + 'shadow',
                      BINARY_STATS_PREFIX + 'switches',
                      BINARY_STATS_PREFIX + 'maint_ns')
+# A VM's first vCPU's paging_shadow statistic (part 1's), in the VM's
+# debugfs directory, where KVM shows every binary statistic: the mode a
+# kernel without the text interface shows, where debugfs can be read.
+VCPU0_SHADOW = 'vcpu0/' + VCPU_BINARY_STATS[0]
 
 # Errors a write returns (as the errno of write(2)).
 EINVAL = errno.EINVAL          # unparsable or out-of-range value

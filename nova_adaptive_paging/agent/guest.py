@@ -164,6 +164,9 @@ class Guest:
     fault_stats: bool = None        # adaptive: its balloon counts faults
     fault_feed: object = None       # ... bounded: faults.FaultFeed
     decider: object = None          # decision = agent: decider.Decider
+    # A kernel with the mechanism alone: the mode the agent last set for
+    # its VM with KVM_SET_PAGING_MODE (None: not yet, or not known).
+    mode_set: str = None
 
     def honoured_here(self, caps):
         """:func:`honoured_here` of this guest's decision (the collector

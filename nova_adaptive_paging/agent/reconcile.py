@@ -216,6 +216,7 @@ def _decide(guests, health_, policies, dom, old):
         # domain now runs another VM (a restart, a migration back).
         g.decider, g.fault_feed = old.decider, old.fault_feed
         g.counters, g.counters_ok = old.counters, old.counters_ok
+        g.mode_set = old.mode_set
     guests[dom.name] = g
     if decision.policy is None:
         # The Nova API is down: one message for every guest waiting.
@@ -261,30 +262,89 @@ def _advise(host, advice, g, old, caps):
                                      advice.clock, caps.host_mode)
 
 
-def _apply(host, health_, advice, options, g):
-    """Bring the guest's VM to its policy (or, read-only, say what that
-    would write).  An adaptive guest whose decision is the agent's gets
-    the mode its :class:`~.decider.Decider` chose."""
-    name, uuid = g.domain, g.instance.uuid
+def _find_vm(host, health_, g):
+    """The guest's VM, its target and what was counted of it: False
+    (said) when its VM cannot be found."""
+    name = g.domain
     was = g.vm
     try:
-        g.vm = vmfiles.vm_for_domain(host.root, host.transport, name)
+        g.vm = vmfiles.vm_for_domain(host.root, host.transport, name,
+                                     host.caps.text_interface)
     except (vmfiles.Refused, OSError) as exc:
         g.vm = g.target = None
         g.problem = str(exc)
         health_.fail(health.VM, ('vm', name), '%s: %s' % (name, exc))
-        return
+        return False
     health_.ok(('vm', name))
     if was is not None and g.vm != was:
         # Another VM under the same name: nothing counted of the last
-        # one holds (its counters were on threads that are gone).
-        g.decider = g.fault_feed = None
+        # one holds (its counters were on threads that are gone), nor is
+        # its mode known.
+        g.decider = g.fault_feed = g.mode_set = None
         _close_counters(g)
     g.target = writer.target(g.decision.policy, host.thresholds.profiles,
                              host.thresholds.profile)
     if g.target.problem:
         health_.fail(health.POLICY, ('profile', name), 'instance %s: %s'
-                     % (uuid, g.target.problem))
+                     % (g.instance.uuid, g.target.problem))
+    return True
+
+
+def _apply_mechanism(host, health_, advice, g):
+    """A kernel with the series' part 1 alone: the guest's mode is set
+    with KVM_SET_PAGING_MODE, the one control there is, and an adaptive
+    guest's is its :class:`~.decider.Decider`'s, whatever ``decision``
+    says: there is no engine in that kernel to hand it to.  The agent
+    sets each VM's mode once it first sees it, and again when it
+    changes; a VM's threshold override (``hw:paging_profile``,
+    ``hw:paging_interval``) is its decider's set."""
+    name, uuid = g.domain, g.instance.uuid
+    vm = vmfiles.Vm(host.transport, g.vm, text_interface=False)
+    if g.target.policy == vocabulary.ADAPTIVE:
+        ruleset = decider.settings(g.target, host.thresholds.profile)
+        if g.decider is None:
+            # Where the VM runs now, as far as its vCPU's statistic says.
+            g.decider = decider.Decider(ruleset, advice.clock,
+                                        g.mode_set or vm.mode()
+                                        or vocabulary.HAP)
+        else:
+            g.decider.retune(ruleset)
+        g.target = dataclasses.replace(g.target, policy=g.decider.policy)
+    elif g.decider is not None:
+        g.decider = None
+        _close_counters(g)
+    mode = g.target.policy
+    if g.mode_set == mode:
+        return
+    if host.read_only:
+        g.pending = ['%s=%s' % (vmfiles.SET_MODE, mode)]
+        return
+    try:
+        vm.set_mode(mode)
+    except vmfiles.Refused as exc:
+        g.problem = str(exc)
+        health_.fail(health.APPLY, ('apply', name),
+                     '%s (instance %s): %s' % (name, uuid, exc))
+        if g.decider is not None:
+            g.decider.refused(exc, g.mode_set)
+        return
+    health_.ok(('apply', name))
+    g.mode_set = mode
+    LOG.info('%s (instance %s, policy %s from %s): %s=%s', name, uuid,
+             g.decision.policy.paging.value, g.decision.source,
+             vmfiles.SET_MODE, mode)
+
+
+def _apply(host, health_, advice, options, g):
+    """Bring the guest's VM to its policy (or, read-only, say what that
+    would write).  An adaptive guest whose decision is the agent's gets
+    the mode its :class:`~.decider.Decider` chose."""
+    if not _find_vm(host, health_, g):
+        return
+    if not host.caps.text_interface:
+        _apply_mechanism(host, health_, advice, g)
+        return
+    name, uuid = g.domain, g.instance.uuid
     vm = vmfiles.Vm(host.transport, g.vm)
     if (options.decision == vocabulary.DECIDED_BY_AGENT
             and g.target.policy == vocabulary.ADAPTIVE):

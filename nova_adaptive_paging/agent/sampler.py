@@ -115,9 +115,12 @@ def _sample(host, domains, health_, sums, advice, g):
         _advise(host, domains, health_, advice, g)
     if g.vm is None:
         return
-    vm = vmfiles.Vm(host.transport, g.vm)
+    text = host.caps is None or host.caps.text_interface
+    vm = vmfiles.Vm(host.transport, g.vm, text_interface=text)
     if g.decider is not None and not host.read_only:
         _decide(host, domains, health_, advice, g, vm)
+    if not text:
+        return          # the mechanism alone: no fault feed, no stats
     if g.target is not None and not host.read_only and \
             g.target.policy == vocabulary.ADAPTIVE:
         _feed_faults(domains, health_, advice, g, vm)
@@ -221,18 +224,23 @@ def _bounded_faults(advice, g, faults):
 
 
 def _set_mode(health_, g, d, vm):
-    try:
-        if vm.word(spec.FILE_POLICY) == d.policy:
-            return
-    except vmfiles.Refused:
-        return                  # gone: the next reconcile sees it
+    if not vm.text_interface:
+        current = g.mode_set        # only the agent sets it there
+    else:
+        try:
+            current = vm.word(spec.FILE_POLICY)
+        except vmfiles.Refused:
+            return              # gone: the next reconcile sees it
+    if current == d.policy:
+        return
     try:
         vm.set_mode(d.policy)
     except vmfiles.Refused as exc:
         if not vm.exists():
             return              # gone meanwhile
         # For good (said once, asked no more) or for now (asked again).
-        for_good = d.refused(exc, vm.mode())
+        for_good = d.refused(exc, vm.mode() if vm.text_interface
+                             else g.mode_set)
         health_.fail(health.APPLY, ('decide', g.domain), '%s (instance '
                      '%s): %s; %s' % (
                          g.domain, g.instance.uuid, exc,
@@ -240,6 +248,7 @@ def _set_mode(health_, g, d, vm):
                          'the agent asks again when it decides again'))
         return
     g.target = dataclasses.replace(g.target, policy=d.policy)
+    g.mode_set = d.policy
     LOG.info('%s (instance %s): the agent\'s decision switched it to %s '
              '(rule %s) through %s', g.domain, g.instance.uuid, d.policy,
              d.engine.last_rule.name, vmfiles.SET_MODE)

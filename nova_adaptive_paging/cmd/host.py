@@ -25,6 +25,7 @@ from nova_adaptive_paging.cmd import common
 from nova_adaptive_paging.conf import placement as placement_conf
 from nova_adaptive_paging import placement
 from nova_adaptive_paging.host import probe
+from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging import vocabulary
 
 CONF = common.CONF
@@ -49,8 +50,7 @@ def show_capabilities():
     caps = host_capabilities()
     root = CONF.adaptive_paging.host_root
     click.echo('kvm: %s' % probe.describe_kvm(*probe.vendor_tdp(root)))
-    click.echo('switching patch: %s' % ('ABI v%d' % caps.abi_version
-                                        if caps.abi_version else 'absent'))
+    click.echo('switching patch: %s' % _patch(caps))
     click.echo('policies: %s' % (
         ', '.join(sorted(m.value for m in caps.modes)) or 'none'))
     click.echo('pool: %s' % _pool(caps))
@@ -60,6 +60,16 @@ def show_capabilities():
         CONF.adaptive_paging.host_root, caps.generation))
     for trait in sorted(caps.traits()):
         click.echo(trait)
+
+
+def _patch(caps):
+    """The series as this host runs it: its text interface's version,
+    its part 1 alone, or none."""
+    if caps.abi_version:
+        return 'ABI v%d' % caps.abi_version
+    if caps.mechanism:
+        return 'part 1 alone (%s; the agent decides)' % vmfiles.SET_MODE
+    return 'absent'
 
 
 def _pool(caps):
@@ -90,7 +100,7 @@ def status():
     agent.domains.close()
     caps = agent.caps
     click.echo('host: generation %s, %s, thresholds %s' % (
-        generation, 'switching (ABI v%d)' % caps.abi_version
+        generation, 'switching (%s)' % _patch(caps)
         if caps.switching else 'not switching', agent.thresholds.source))
     for line in agent.report():
         click.echo(line)

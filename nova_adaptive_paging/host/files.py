@@ -66,6 +66,13 @@ class FileTransport:
     def exists(self, rel):
         return os.path.exists(self._path(rel))
 
+    def paging_mode_cap(self):
+        """Modeled ``KVM_CHECK_EXTENSION(KVM_CAP_PAGING_MODE)`` under a
+        root that is not a host's (a simulated host): there is no
+        ``/dev/kvm`` to ask, and a simulated host models the whole
+        series, whose control is there when its interface is."""
+        return self.exists(spec.param_path(spec.PARAM_ABI))
+
     def set_mode(self, vm, mode):
         """Modeled ``KVM_SET_PAGING_MODE`` on VM ``vm`` (``<pid>-<fd>``)
         under a root that is not a host's (a simulated host): there is no

@@ -90,8 +90,11 @@ host_admin = priv_context.PrivContext(
                   capabilities.CAP_SYS_PTRACE, CAP_PERFMON],
 )
 
+# Also, read only, the first vCPU's paging_shadow statistic that KVM's
+# debugfs shows (a kernel with the mechanism alone has no paging_mode).
 _VM_FILE = re.compile(r'%s/(?P<pid>\d+)-\d+/(?P<file>%s)' % (
-    re.escape(spec.DEBUGFS_DIR), '|'.join(spec.VM_FILES)))
+    re.escape(spec.DEBUGFS_DIR),
+    '|'.join(spec.VM_FILES + (spec.VCPU0_SHADOW,))))
 _PARAM = re.compile(r'%s/(%s)' % (re.escape(spec.PARAMS_DIR), '|'.join(
     (spec.PARAM_ABI, spec.PARAM_THRESHOLDS, spec.PARAM_INJECT,
      spec.PARAM_PMU_ALL, spec.PARAM_WALK_EVENTS, spec.PARAM_TDP_MMU))))
@@ -166,6 +169,12 @@ def set_mode(vm, mode):
     """``KVM_SET_PAGING_MODE`` on a guest's VM, to hap or shadow."""
     check_mode_request(vm, mode)
     _HOST.set_mode(vm, mode)
+
+
+@host_admin.entrypoint
+def paging_mode_cap():
+    """Whether the kernel has ``KVM_SET_PAGING_MODE`` and switches here."""
+    return _HOST.paging_mode_cap()
 
 
 @host_admin.entrypoint
@@ -456,6 +465,9 @@ class Transport:
 
     def set_mode(self, vm, mode):
         self._call(set_mode, vm, mode)
+
+    def paging_mode_cap(self):
+        return self._call(paging_mode_cap)
 
     def listdir(self, rel):
         return self._call(listdir, rel)

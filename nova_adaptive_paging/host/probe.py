@@ -26,7 +26,9 @@ import os
 
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging import capabilities
+from nova_adaptive_paging import host
 from nova_adaptive_paging.host import files
+from nova_adaptive_paging.host import vmfd
 from nova_adaptive_paging import pmu_events
 from nova_adaptive_paging import vocabulary
 
@@ -193,14 +195,41 @@ def walk_cycles(root, generation):
     return line + '; counted'
 
 
+def mechanism(root):
+    """Whether the kernel has the series' part 1 control,
+    ``KVM_SET_PAGING_MODE``, and switches on this host:
+    ``KVM_CHECK_EXTENSION(KVM_CAP_PAGING_MODE)``, which is what a kernel
+    without the text interface (no paging_switch_abi) offers.  ``root``:
+    a transport, or a directory (the host's own ``/`` asks ``/dev/kvm``;
+    any other is a simulated host's files, host.files).  No ``/dev/kvm``,
+    or one this process may not open, is no control."""
+    if isinstance(root, str):
+        source = (vmfd.VmFdTransport(root) if host.is_host_root(root)
+                  else files.FileTransport(root))
+    else:
+        source = root
+    try:
+        return bool(source.paging_mode_cap())
+    except OSError:
+        return False
+
+
 def detect(root, generation, calibrated, pool=False, version=None):
     """Capabilities of the host whose files are under ``root``
     (``pool``: its operator put it in a paging pool; ``version``: the
-    interface version when the caller has just read it)."""
+    interface version when the caller has just read it).  A kernel
+    without the text interface is asked for the mechanism's control
+    (:func:`mechanism`); one with an interface version this package does
+    not drive is driven in no way."""
     vendor, tdp = vendor_tdp(root)
     if version is None:
         version = abi_version(root)
+    mech = bool(vendor and not version
+                and _read(root, os.path.join(spec.PARAMS_DIR,
+                                             spec.PARAM_ABI)) is None
+                and mechanism(root))
     return capabilities.Capabilities(
         version, tdp, generation, calibrated, kvm=vendor is not None,
-        blockers=blockers(root, vendor, tdp) if version and vendor else (),
-        pool=pool)
+        blockers=(blockers(root, vendor, tdp) if (version or mech) and vendor
+                  else ()),
+        pool=pool, mechanism=mech)

@@ -99,28 +99,35 @@ def guest_pids(root):
     return pids
 
 
-def vm_for_domain(root, transport, domain):
-    """The ``<pid>-<fd>`` directory of a libvirt domain's QEMU process."""
+def vm_for_domain(root, transport, domain, text_interface=True):
+    """The ``<pid>-<fd>`` directory of a libvirt domain's QEMU process:
+    with the text interface, the one that has a policy file; on a kernel
+    with the mechanism alone, the one VM of the process."""
     pid = domain_pid(root, domain)
+    marker = spec.FILE_POLICY if text_interface else None
     found = sorted(
         name for name in transport.listdir(spec.DEBUGFS_DIR)
         if (m := spec.VM_DIR_RE.match(name)) and m.group('pid') == pid
-        and transport.exists('%s/%s/%s' % (spec.DEBUGFS_DIR, name,
-                                           spec.FILE_POLICY)))
+        and (marker is None or transport.exists(spec.vm_path(name,
+                                                             marker))))
     if len(found) != 1:
         raise Refused('%s/%s-*' % (spec.DEBUGFS_DIR, pid),
-                      '%d VM directories with %s' % (len(found),
-                                                     spec.FILE_POLICY),
+                      '%d VM directories%s' % (
+                          len(found), ' with %s' % marker if marker else ''),
                       'exactly one (one VM per QEMU process)')
     return found[0]
 
 
 class Vm:
-    """One VM's per-VM files, with refusals that name file and value."""
+    """One VM's per-VM files, with refusals that name file and value.
+    ``text_interface`` False: a kernel with the mechanism alone, where
+    the VM has its directory, its vCPUs' statistics and
+    ``KVM_SET_PAGING_MODE``, and none of the interface's files."""
 
-    def __init__(self, transport, name):
+    def __init__(self, transport, name, text_interface=True):
         self.t = transport
         self.name = name
+        self.text_interface = text_interface
 
     def rel(self, name):
         return spec.vm_path(self.name, name)
@@ -144,14 +151,30 @@ class Vm:
 
     def mode(self):
         """The mode the VM runs in, or None if that cannot be read."""
+        if not self.text_interface:
+            return self.vcpu_mode()
         try:
             return self.word(spec.FILE_MODE)
         except Refused:
             return None
 
     def exists(self):
-        """Whether the VM is still there (its policy file is)."""
+        """Whether the VM is still there (its policy file is; without
+        the text interface, its directory)."""
+        if not self.text_interface:
+            return self.t.exists('%s/%s' % (spec.DEBUGFS_DIR, self.name))
         return self.t.exists(self.rel(spec.FILE_POLICY))
+
+    def vcpu_mode(self):
+        """The mode its first vCPU runs in, from that vCPU's
+        ``paging_shadow`` statistic as KVM's debugfs shows every binary
+        statistic (a kernel with the mechanism alone has no paging_mode);
+        None where that cannot be read (no debugfs, lockdown)."""
+        try:
+            value = self.t.read(self.rel(spec.VCPU0_SHADOW)).strip()
+        except OSError:
+            return None
+        return {'0': vocabulary.HAP, '1': vocabulary.SHADOW}.get(value)
 
     def parsed(self, name, parse):
         """``parse`` of the file's text; a bad format names the file."""

@@ -140,6 +140,18 @@ class VmFdTransport(files.FileTransport):
             except OSError as exc:
                 raise OSError(exc.errno, exc.strerror, rel)
 
+    def paging_mode_cap(self):
+        """``KVM_CHECK_EXTENSION(KVM_CAP_PAGING_MODE)`` on ``/dev/kvm``:
+        whether the kernel has the mechanism's control, and switches on
+        this host (0 where it refuses every switch: AVIC, no TDP)."""
+        fd = os.open(os.path.join(self.root, spec.KVM_DEV),
+                     os.O_RDWR | os.O_CLOEXEC)
+        try:
+            return fcntl.ioctl(fd, spec.KVM_CHECK_EXTENSION,
+                               spec.KVM_CAP_PAGING_MODE) > 0
+        finally:
+            os.close(fd)
+
     def _vms(self):
         """``<pid>-<fd>`` of every VM descriptor of every process."""
         return ['%s-%s' % (pid, fd) for pid in os.listdir(self._proc())

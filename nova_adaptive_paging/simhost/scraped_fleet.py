@@ -86,6 +86,9 @@ class StockTransport:
             raise FileNotFoundError(2, 'No such file', rel)
         return self.model.read(rel)
 
+    def paging_mode_cap(self):
+        return False            # nor the mechanism's control
+
 
 class TraceCounters:
     """Stands in for perf.GuestCounters (guest-only hardware counters),

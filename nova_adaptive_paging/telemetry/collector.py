@@ -206,13 +206,14 @@ class Collector(registry.Collector):
                        (g.advisor.mode, g.advisor.gain_s,
                         g.advisor.other_s, g.advisor.observed_s)
                        if g.advisor is not None and g.counters_ok else None,
-                       g.honoured_here(agent.caps))
+                       g.honoured_here(agent.caps), g.mode_set)
                       for g in agent.guests.values()]
+            text = agent.caps is None or agent.caps.text_interface
         fams = {m.name: family(m) for m in GUEST_METRICS}
         hz = agent.cpu_hz
         policies = dict.fromkeys(vocabulary.POLICIES, 0)
         for (domain, inst, decision, vm, (fault_stats, clamped),
-             counters_ok, advice, honoured) in guests:
+             counters_ok, advice, honoured, mode_set) in guests:
             uuid = inst.uuid
             policy = (decision.policy.paging.value if decision.policy
                       else '')
@@ -242,6 +243,16 @@ class Collector(registry.Collector):
                                                                 advice[2])
                 fams[M.ADVISED_SECONDS.name].add_metric([uuid], advice[3])
             if vm is None:
+                continue
+            if not text:
+                # The mechanism alone: no paging_stats, only the mode, as
+                # the VM's first vCPU's statistic shows it or else as
+                # the agent last set it.
+                mode = vmfiles.Vm(agent.transport, vm,
+                                  text_interface=False).mode() or mode_set
+                for m in vocabulary.MODES if mode else ():
+                    fams[M.GUEST_MODE.name].add_metric([uuid, m],
+                                                       float(mode == m))
                 continue
             try:
                 stats = vmfiles.Vm(agent.transport, vm).stats()

@@ -22,7 +22,9 @@ from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.agent import service
 from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.costmodel import traces
+from nova_adaptive_paging import dsp
 from nova_adaptive_paging.host import vm as vmfiles
+from nova_adaptive_paging import profiles
 from nova_adaptive_paging.simhost import host as simhost
 from nova_adaptive_paging.simhost import scraped_fleet as simfleet
 from nova_adaptive_paging.telemetry import metrics
@@ -91,6 +93,34 @@ def run(sim, seconds):
     for _ in range(int(seconds)):
         sim.clock.ns += int(1e9)
         sim.tick()
+
+
+def follow_the_engine(sim, agent, name, each, intervals=60):
+    """Sample guest ``name`` for ``intervals`` profile intervals while
+    the test makes the decision itself on the same counts (the DSP
+    engine and guard of the profile the agent uses, one interval a
+    sample); ``each(mode)`` checks the guest after every step, and a
+    reconcile pass every seventh must keep it there.  The modes decided."""
+    profile = profiles.builtin()
+    engine = dsp.Engine(profile.thresholds, profile.history_samples,
+                        guard=profile.guard)
+    vm = sim.vms[name]
+    decided = []
+    agent.sample()
+    prev = vm.counters()
+    for _ in range(intervals):
+        run(sim, profile.interval_s)
+        agent.sample()
+        now = vm.counters()
+        engine.step(dsp.Sample.from_counts(
+            *[b - a for a, b in zip(prev, now)]),
+            profile.interval_s * 10 ** 9)
+        prev = now
+        decided.append(str(engine.mode))
+        each(decided[-1])
+        if len(decided) % 7 == 0:
+            agent.reconcile()
+    return decided
 
 
 def _scrape(port):

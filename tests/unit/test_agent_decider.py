@@ -26,12 +26,12 @@ import pytest
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.host import perf
 from nova_adaptive_paging.host import vm as vmfiles
-from nova_adaptive_paging import dsp
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.simhost import scraped_fleet as simfleet
 from nova_adaptive_paging import vocabulary
 from tests.unit.agent_support import TraceCounters
 from tests.unit.agent_support import agent_for
+from tests.unit.agent_support import follow_the_engine
 from tests.unit.agent_support import make_conf
 from tests.unit.agent_support import policy_of
 from tests.unit.agent_support import run
@@ -76,30 +76,14 @@ def test_the_agent_decides_and_the_kernel_switches(sim):
     agent.domains = simfleet.SimBalloon(agent.domains, sim)
     agent.reconcile()
     assert agent.caps.switching
-    # The decision, made by the test on the same counts: the DSP engine
-    # and guard of the profile the agent uses, one interval a sample.
-    profile = profiles.builtin()
-    engine = dsp.Engine(profile.thresholds, profile.history_samples,
-                        guard=profile.guard)
     vm = sim.vms['tlb']
-    prev, decided = None, []
-    agent.sample()
-    prev = vm.counters()
-    for _ in range(60):
-        run(sim, profile.interval_s)
-        agent.sample()
-        now = vm.counters()
-        engine.step(dsp.Sample.from_counts(
-            *[b - a for a, b in zip(prev, now)]),
-            profile.interval_s * 10 ** 9)
-        prev = now
-        decided.append(str(engine.mode))
+
+    def each(mode):
         # The kernel runs the guest in the mode decided, under a fixed
         # policy: the agent's decision, not the kernel's engine.
-        assert policy_of(sim, 'tlb') == decided[-1]
-        assert sim.model.vms[vm.dirname].mode == decided[-1]
-        if len(decided) % 7 == 0:
-            agent.reconcile()           # and a pass keeps it there
+        assert policy_of(sim, 'tlb') == mode
+        assert sim.model.vms[vm.dirname].mode == mode
+    decided = follow_the_engine(sim, agent, 'tlb', each)
     assert set(decided) == set(vocabulary.MODES)      # both phases
     writes = policy_writes(agent, 'tlb', sim)
     assert vocabulary.ADAPTIVE not in writes
