@@ -401,14 +401,16 @@ def assert_mode(out, report):
                      r'it was asked$', out, re.M), report
     # A switch that ran out of the VM's memory cgroup part-way through
     # the rmaps of its six 512 MiB memslots: it gave them back, leaving
-    # less than one memslot's rmaps charged (before the partial free, the
-    # rmaps of the three it reached stayed: 3,928,064 bytes under TCG);
-    # with room, the same switch charged all six memslots' rmaps.
+    # less than 1.5 memslots' rmaps charged (the write tracking of the
+    # three it reached, 768 KiB, and a CPU's charge stock, 256 KiB; before
+    # the partial free their rmaps stayed too: 3,928,064 bytes under TCG);
+    # with room, the same switch charged at least what the six memslots'
+    # rmaps alone take.
     failed = re.search(r'^NAP-OUT mode: a switch out of memory part-way: '
                        r'ENOMEM, (-?\d+) bytes left charged; with room, the '
                        r'switch charged (\d+) bytes$', out, re.M)
     assert failed, report
-    assert int(failed.group(1)) < MODE_SLOT_RMAP_BYTES, report
+    assert int(failed.group(1)) < MODE_SLOT_RMAP_BYTES * 3 // 2, report
     assert int(failed.group(2)) >= 6 * MODE_SLOT_RMAP_BYTES, report
 
 

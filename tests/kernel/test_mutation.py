@@ -66,7 +66,7 @@ def test_the_selftests_fail_when_no_vcpu_switches():
         'tcg', 'nap.modes=none', 'nap.abi_test=0', 'nap.lockdown=0',
         'nap.cr0_cycles=', 'nap.memcg=0', 'nap.pmu=0', 'nap.cost=0',
         'nap.pae=0', 'nap.walk=0', 'nap.cpuid=0', 'nap.nested=0',
-        'nap.hyperv=0', 'nap.noncoherent=0',
+        'nap.hyperv=0', 'nap.noncoherent=0', 'nap.avic=0',
         'nap.storm_switches=2000:2:hap:200', 'nap.cr3_rounds=20',
         'nap.access=1', 'nap.remap=1024')
     assert 'NAP-DONE' in run.out, run.report
