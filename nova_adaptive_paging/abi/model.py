@@ -99,11 +99,6 @@ class HostModel:
         if parts[:len(debugfs)] == debugfs and len(parts) == len(debugfs) + 1:
             if parts[-1] in self.vms:
                 return 'vmdir', parts[-1]
-        if (parts[:len(debugfs)] == debugfs
-                and len(parts) == len(debugfs) + 3
-                and '/'.join(parts[-2:]) == spec.VCPU0_SHADOW
-                and parts[-3] in self.vms):
-            return 'vcpu0', parts[-3]
         if parts[:len(debugfs)] == debugfs and len(parts) == len(debugfs) + 2:
             vm = self.vms.get(parts[-2])
             if (vm is not None and parts[-1] in spec.VM_FILES
@@ -118,10 +113,6 @@ class HostModel:
         where, name = self._resolve(rel)
         if where == 'vmdir':
             _fail(errno.EISDIR, rel)
-        if where == 'vcpu0':
-            # KVM's debugfs file of the vCPU's binary statistic; the model
-            # has no vCPUs of its own: the VM's mode stands for theirs.
-            return '%d\n' % (self.vms[name].mode == vocabulary.SHADOW)
         if where == 'param':
             return self.read_param(name)
         if where == 'vendor':
@@ -130,8 +121,8 @@ class HostModel:
 
     def write(self, rel, text):
         where, name = self._resolve(rel)
-        if where in ('vmdir', 'vcpu0'):
-            _fail(errno.EISDIR if where == 'vmdir' else spec.EPERM, rel)
+        if where == 'vmdir':
+            _fail(errno.EISDIR, rel)
         if where == 'param':
             return self.write_param(name, text)
         if where == 'vendor':
@@ -155,6 +146,16 @@ class HostModel:
         """``KVM_CHECK_EXTENSION(KVM_CAP_PAGING_MODE)``: the kernel
         switches on this host (a TDP host; the model has no AVIC)."""
         return self.tdp
+
+    def vcpus_in_shadow(self, vm):
+        """``(vCPUs in shadow mode, vCPUs)`` as their ``paging_shadow``
+        statistics say.  The model has no vCPUs of its own: they run in
+        the VM's mode."""
+        if vm not in self.vms:
+            _fail(errno.ENOENT, vm)
+        model = self.vms[vm]
+        return (model.vcpus if model.mode == vocabulary.SHADOW else 0,
+                model.vcpus)
 
     def listdir(self, rel):
         if rel.strip('/') == spec.DEBUGFS_DIR:

@@ -153,10 +153,9 @@ BINARY_STATS = tuple(
 VCPU_BINARY_STATS = (BINARY_STATS_PREFIX + 'shadow',
                      BINARY_STATS_PREFIX + 'switches',
                      BINARY_STATS_PREFIX + 'maint_ns')
-# A VM's first vCPU's paging_shadow statistic (part 1's), in the VM's
-# debugfs directory, where KVM shows every binary statistic: the mode a
-# kernel without the text interface shows, where debugfs can be read.
-VCPU0_SHADOW = 'vcpu0/' + VCPU_BINARY_STATS[0]
+# Each vCPU's paging_shadow statistic (part 1's): where a vCPU runs, the
+# one mode a kernel without the text interface shows (host.stats_fd).
+VCPU_STAT_SHADOW = VCPU_BINARY_STATS[0]
 
 # Errors a write returns (as the errno of write(2)).
 EINVAL = errno.EINVAL          # unparsable or out-of-range value

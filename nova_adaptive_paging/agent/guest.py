@@ -164,9 +164,17 @@ class Guest:
     fault_stats: bool = None        # adaptive: its balloon counts faults
     fault_feed: object = None       # ... bounded: faults.FaultFeed
     decider: object = None          # decision = agent: decider.Decider
-    # A kernel with the mechanism alone: the mode the agent last set for
-    # its VM with KVM_SET_PAGING_MODE (None: not yet, or not known).
-    mode_set: str = None
+    # A kernel with the mechanism alone: (VM, mode) the agent last set
+    # with KVM_SET_PAGING_MODE, the one record of a VM's mode there.
+    mode_set: tuple = None
+
+    def set_here(self):
+        """The mode the agent last set for the VM the guest runs now
+        (None: none yet; a record of another VM, one the domain ran
+        before, says nothing of this one)."""
+        if self.mode_set and self.vm and self.mode_set[0] == self.vm:
+            return self.mode_set[1]
+        return None
 
     def honoured_here(self, caps):
         """:func:`honoured_here` of this guest's decision (the collector

@@ -280,7 +280,7 @@ def _find_vm(host, health_, g):
         # Another VM under the same name: nothing counted of the last
         # one holds (its counters were on threads that are gone), nor is
         # its mode known.
-        g.decider = g.fault_feed = g.mode_set = None
+        g.decider = g.fault_feed = None
         _close_counters(g)
     g.target = writer.target(g.decision.policy, host.thresholds.profiles,
                              host.thresholds.profile)
@@ -295,17 +295,21 @@ def _apply_mechanism(host, health_, advice, g):
     with KVM_SET_PAGING_MODE, the one control there is, and an adaptive
     guest's is its :class:`~.decider.Decider`'s, whatever ``decision``
     says: there is no engine in that kernel to hand it to.  The agent
-    sets each VM's mode once it first sees it, and again when it
-    changes; a VM's threshold override (``hw:paging_profile``,
-    ``hw:paging_interval``) is its decider's set."""
+    sets a VM's mode when it first sees the VM (the ioctl does nothing
+    to a VM already in that mode) and when the mode changes; a VM's
+    threshold override (``hw:paging_profile``, ``hw:paging_interval``) is
+    its decider's set.  The record of what it set is per VM: a domain
+    that runs a new VM (restarted, or back from a migration) is set
+    anew."""
     name, uuid = g.domain, g.instance.uuid
     vm = vmfiles.Vm(host.transport, g.vm, text_interface=False)
+    known = g.set_here()
     if g.target.policy == vocabulary.ADAPTIVE:
         ruleset = decider.settings(g.target, host.thresholds.profile)
         if g.decider is None:
-            # Where the VM runs now, as far as its vCPU's statistic says.
+            # Where the VM runs now, as its vCPUs' statistics say.
             g.decider = decider.Decider(ruleset, advice.clock,
-                                        g.mode_set or vm.mode()
+                                        known or vm.mode()
                                         or vocabulary.HAP)
         else:
             g.decider.retune(ruleset)
@@ -314,10 +318,12 @@ def _apply_mechanism(host, health_, advice, g):
         g.decider = None
         _close_counters(g)
     mode = g.target.policy
-    if g.mode_set == mode:
+    if known == mode:
         return
     if host.read_only:
-        g.pending = ['%s=%s' % (vmfiles.SET_MODE, mode)]
+        # A status read: what the vCPUs run in, not a record it has not.
+        if vm.mode() != mode:
+            g.pending = ['%s=%s' % (vmfiles.SET_MODE, mode)]
         return
     try:
         vm.set_mode(mode)
@@ -326,10 +332,10 @@ def _apply_mechanism(host, health_, advice, g):
         health_.fail(health.APPLY, ('apply', name),
                      '%s (instance %s): %s' % (name, uuid, exc))
         if g.decider is not None:
-            g.decider.refused(exc, g.mode_set)
+            g.decider.refused(exc, known)
         return
     health_.ok(('apply', name))
-    g.mode_set = mode
+    g.mode_set = (g.vm, mode)
     LOG.info('%s (instance %s, policy %s from %s): %s=%s', name, uuid,
              g.decision.policy.paging.value, g.decision.source,
              vmfiles.SET_MODE, mode)

@@ -225,7 +225,7 @@ def _bounded_faults(advice, g, faults):
 
 def _set_mode(health_, g, d, vm):
     if not vm.text_interface:
-        current = g.mode_set        # only the agent sets it there
+        current = g.set_here()      # only the agent sets it there
     else:
         try:
             current = vm.word(spec.FILE_POLICY)
@@ -240,7 +240,7 @@ def _set_mode(health_, g, d, vm):
             return              # gone meanwhile
         # For good (said once, asked no more) or for now (asked again).
         for_good = d.refused(exc, vm.mode() if vm.text_interface
-                             else g.mode_set)
+                             else g.set_here())
         health_.fail(health.APPLY, ('decide', g.domain), '%s (instance '
                      '%s): %s; %s' % (
                          g.domain, g.instance.uuid, exc,
@@ -248,7 +248,7 @@ def _set_mode(health_, g, d, vm):
                          'the agent asks again when it decides again'))
         return
     g.target = dataclasses.replace(g.target, policy=d.policy)
-    g.mode_set = d.policy
+    g.mode_set = (g.vm, d.policy)
     LOG.info('%s (instance %s): the agent\'s decision switched it to %s '
              '(rule %s) through %s', g.domain, g.instance.uuid, d.policy,
              d.engine.last_rule.name, vmfiles.SET_MODE)

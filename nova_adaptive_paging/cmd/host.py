@@ -40,8 +40,14 @@ def host_capabilities():
     """Capabilities of this host, from its /sys and its profiles."""
     generation = common.configured_generation()
     found = common.profile_set()
-    return probe.detect(CONF.adaptive_paging.host_root, generation,
-                        found.has(generation), CONF.adaptive_paging.pool)
+    try:
+        return probe.detect(CONF.adaptive_paging.host_root, generation,
+                            found.has(generation), CONF.adaptive_paging.pool)
+    except OSError as exc:
+        # /dev/kvm, asked whether the kernel has the mechanism's control.
+        common.fail('%s: %s; expected to be readable by this user (root, '
+                    'or a member of the kvm group)' % (
+                        exc.filename or 'dev/kvm', exc.strerror or exc))
 
 
 @host_group.command('capabilities')

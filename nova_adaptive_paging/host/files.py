@@ -66,6 +66,16 @@ class FileTransport:
     def exists(self, rel):
         return os.path.exists(self._path(rel))
 
+    def vcpus_in_shadow(self, vm):
+        """``(vCPUs in shadow mode, vCPUs)`` of VM ``vm`` as KVM's
+        debugfs shows them: a vCPU statistic in the VM's directory is the
+        sum over its vCPUs, each of which has a ``vcpu<N>`` directory."""
+        rel = '%s/%s' % (spec.DEBUGFS_DIR, vm)
+        shadow = int(self.read('%s/%s' % (rel, spec.VCPU_STAT_SHADOW)))
+        count = sum(1 for name in self.listdir(rel)
+                    if name.startswith('vcpu') and name[4:].isdigit())
+        return shadow, count
+
     def paging_mode_cap(self):
         """Modeled ``KVM_CHECK_EXTENSION(KVM_CAP_PAGING_MODE)`` under a
         root that is not a host's (a simulated host): there is no

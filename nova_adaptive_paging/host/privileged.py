@@ -90,11 +90,8 @@ host_admin = priv_context.PrivContext(
                   capabilities.CAP_SYS_PTRACE, CAP_PERFMON],
 )
 
-# Also, read only, the first vCPU's paging_shadow statistic that KVM's
-# debugfs shows (a kernel with the mechanism alone has no paging_mode).
 _VM_FILE = re.compile(r'%s/(?P<pid>\d+)-\d+/(?P<file>%s)' % (
-    re.escape(spec.DEBUGFS_DIR),
-    '|'.join(spec.VM_FILES + (spec.VCPU0_SHADOW,))))
+    re.escape(spec.DEBUGFS_DIR), '|'.join(spec.VM_FILES)))
 _PARAM = re.compile(r'%s/(%s)' % (re.escape(spec.PARAMS_DIR), '|'.join(
     (spec.PARAM_ABI, spec.PARAM_THRESHOLDS, spec.PARAM_INJECT,
      spec.PARAM_PMU_ALL, spec.PARAM_WALK_EVENTS, spec.PARAM_TDP_MMU))))
@@ -169,6 +166,23 @@ def set_mode(vm, mode):
     """``KVM_SET_PAGING_MODE`` on a guest's VM, to hap or shadow."""
     check_mode_request(vm, mode)
     _HOST.set_mode(vm, mode)
+
+
+def check_vm(vm, root='/'):
+    """Refuse (PermissionError) a name that is not the VM
+    (``<pid>-<fd>``) of a guest's QEMU."""
+    m = spec.VM_DIR_RE.fullmatch(str(vm))
+    if not m:
+        raise PermissionError(1, 'not a VM', str(vm))
+    check_guest_pid(m.group('pid'), root)
+
+
+@host_admin.entrypoint
+def vcpus_in_shadow(vm):
+    """``(vCPUs in shadow mode, vCPUs)`` of a guest's VM, from its
+    vCPUs' binary statistics."""
+    check_vm(vm)
+    return _HOST.vcpus_in_shadow(vm)
 
 
 @host_admin.entrypoint
@@ -468,6 +482,9 @@ class Transport:
 
     def paging_mode_cap(self):
         return self._call(paging_mode_cap)
+
+    def vcpus_in_shadow(self, vm):
+        return tuple(self._call(vcpus_in_shadow, vm))
 
     def listdir(self, rel):
         return self._call(listdir, rel)

@@ -22,6 +22,7 @@ package drives *and* nothing in the running kernel stops the agent from
 switching.
 """
 
+import errno
 import os
 
 from nova_adaptive_paging.abi import spec
@@ -201,8 +202,10 @@ def mechanism(root):
     ``KVM_CHECK_EXTENSION(KVM_CAP_PAGING_MODE)``, which is what a kernel
     without the text interface (no paging_switch_abi) offers.  ``root``:
     a transport, or a directory (the host's own ``/`` asks ``/dev/kvm``;
-    any other is a simulated host's files, host.files).  No ``/dev/kvm``,
-    or one this process may not open, is no control."""
+    any other is a simulated host's files, host.files).  No ``/dev/kvm``
+    is no control; any other failure (a descriptor that cannot be
+    opened, a daemon that did not answer) raises, so that the
+    capabilities last read stay in force rather than drop."""
     if isinstance(root, str):
         source = (vmfd.VmFdTransport(root) if host.is_host_root(root)
                   else files.FileTransport(root))
@@ -210,8 +213,10 @@ def mechanism(root):
         source = root
     try:
         return bool(source.paging_mode_cap())
-    except OSError:
-        return False
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENODEV, errno.ENXIO):
+            return False
+        raise
 
 
 def detect(root, generation, calibrated, pool=False, version=None):

@@ -162,19 +162,23 @@ class Vm:
         """Whether the VM is still there (its policy file is; without
         the text interface, its directory)."""
         if not self.text_interface:
-            return self.t.exists('%s/%s' % (spec.DEBUGFS_DIR, self.name))
+            # The listing: a privsep daemon's is the VMs of the guests.
+            return self.name in self.t.listdir(spec.DEBUGFS_DIR)
         return self.t.exists(self.rel(spec.FILE_POLICY))
 
     def vcpu_mode(self):
-        """The mode its first vCPU runs in, from that vCPU's
-        ``paging_shadow`` statistic as KVM's debugfs shows every binary
-        statistic (a kernel with the mechanism alone has no paging_mode);
-        None where that cannot be read (no debugfs, lockdown)."""
+        """The mode all its vCPUs run in, from their ``paging_shadow``
+        statistics (a kernel with the mechanism alone has no paging_mode);
+        None while they differ (a switch under way, or a vCPU whose guest
+        has paging off, which runs at TDP), or where they cannot be
+        read."""
         try:
-            value = self.t.read(self.rel(spec.VCPU0_SHADOW)).strip()
-        except OSError:
+            shadow, count = self.t.vcpus_in_shadow(self.name)
+        except (OSError, ValueError):
             return None
-        return {'0': vocabulary.HAP, '1': vocabulary.SHADOW}.get(value)
+        if not count or 0 < shadow < count:
+            return None
+        return vocabulary.SHADOW if shadow else vocabulary.HAP
 
     def parsed(self, name, parse):
         """``parse`` of the file's text; a bad format names the file."""

@@ -39,6 +39,7 @@ import os
 
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.host import files
+from nova_adaptive_paging.host import stats_fd
 
 _SYS_PIDFD_GETFD = 438      # x86-64
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -74,8 +75,9 @@ class VmFdTransport(files.FileTransport):
         return os.path.join(self.root, 'proc', *map(str, parts))
 
     @contextlib.contextmanager
-    def _vm_fd(self, pid, fd, what):
-        """A copy of process ``pid``'s VM descriptor ``fd``."""
+    def _vm_fd(self, pid, fd, what, link=spec.VM_FD_LINK):
+        """A copy of process ``pid``'s VM descriptor ``fd`` (or of the
+        descriptor whose /proc link is ``link``)."""
         try:
             pidfd = os.pidfd_open(pid)
         except ProcessLookupError:
@@ -92,7 +94,7 @@ class VmFdTransport(files.FileTransport):
         finally:
             os.close(pidfd)
         try:
-            if os.readlink('/proc/self/fd/%d' % copy) != spec.VM_FD_LINK:
+            if os.readlink('/proc/self/fd/%d' % copy) != link:
                 raise _gone(what)
             yield copy
         finally:
@@ -140,6 +142,30 @@ class VmFdTransport(files.FileTransport):
             except OSError as exc:
                 raise OSError(exc.errno, exc.strerror, rel)
 
+    def vcpus_in_shadow(self, vm):
+        """``(vCPUs in shadow mode, vCPUs)`` of VM ``vm``
+        (``<pid>-<fd>``): each vCPU's ``paging_shadow`` statistic, from
+        ``KVM_GET_STATS_FD`` on a copy of its descriptor.  A vCPU
+        without the statistic (a kernel without the series) counts as
+        one at TDP; a vCPU closed meanwhile, as none."""
+        rel = '%s/%s' % (spec.DEBUGFS_DIR, vm)
+        pid, _, _ = self._vm_path(rel)
+        shadow = count = 0
+        for vcpu, fd in vcpu_fds(pid, self.root):
+            link = stats_fd.VCPU_FD_LINK_PREFIX + str(vcpu)
+            try:
+                with self._vm_fd(pid, int(fd), rel, link) as copy:
+                    stats = fcntl.ioctl(copy, stats_fd.KVM_GET_STATS_FD)
+            except FileNotFoundError:
+                continue
+            try:
+                values = stats_fd.read_fd(stats)
+            finally:
+                os.close(stats)
+            count += 1
+            shadow += bool(values.get(spec.VCPU_STAT_SHADOW, (0,))[0])
+        return shadow, count
+
     def paging_mode_cap(self):
         """``KVM_CHECK_EXTENSION(KVM_CAP_PAGING_MODE)`` on ``/dev/kvm``:
         whether the kernel has the mechanism's control, and switches on
@@ -184,22 +210,35 @@ class VmFdTransport(files.FileTransport):
             self._is_vm(vm[0], vm[1], rel)
 
 
-def vm_fds(pid, root='/'):
-    """The descriptors (text) of process ``pid`` that are KVM VMs; none
-    when it has gone or its descriptors are not ours to see."""
+def _fd_links(pid, root):
+    """``(fd, link)`` (text) of process ``pid``'s descriptors; none when
+    it has gone or its descriptors are not ours to see."""
     fds = os.path.join(root, 'proc', str(pid), 'fd')
     try:
         names = os.listdir(fds)
     except OSError:
-        return []
-    found = []
+        return
     for fd in names:
         try:
-            if os.readlink(os.path.join(fds, fd)) == spec.VM_FD_LINK:
-                found.append(fd)
+            yield fd, os.readlink(os.path.join(fds, fd))
         except OSError:
             continue                    # closed since the listing
-    return found
+
+
+def vm_fds(pid, root='/'):
+    """The descriptors (text) of process ``pid`` that are KVM VMs."""
+    return [fd for fd, link in _fd_links(pid, root)
+            if link == spec.VM_FD_LINK]
+
+
+def vcpu_fds(pid, root='/'):
+    """``[(vCPU id, fd)]`` (fd as text) of process ``pid``'s KVM vCPU
+    descriptors."""
+    prefix = stats_fd.VCPU_FD_LINK_PREFIX
+    return sorted((int(link[len(prefix):]), fd)
+                  for fd, link in _fd_links(pid, root)
+                  if link.startswith(prefix)
+                  and link[len(prefix):].isdigit())
 
 
 def holds_vm(pid, root='/'):

@@ -206,7 +206,7 @@ class Collector(registry.Collector):
                        (g.advisor.mode, g.advisor.gain_s,
                         g.advisor.other_s, g.advisor.observed_s)
                        if g.advisor is not None and g.counters_ok else None,
-                       g.honoured_here(agent.caps), g.mode_set)
+                       g.honoured_here(agent.caps), g.set_here())
                       for g in agent.guests.values()]
             text = agent.caps is None or agent.caps.text_interface
         fams = {m.name: family(m) for m in GUEST_METRICS}
@@ -246,8 +246,8 @@ class Collector(registry.Collector):
                 continue
             if not text:
                 # The mechanism alone: no paging_stats, only the mode, as
-                # the VM's first vCPU's statistic shows it or else as
-                # the agent last set it.
+                # its vCPUs' statistics show it or else as the agent last
+                # set it.
                 mode = vmfiles.Vm(agent.transport, vm,
                                   text_interface=False).mode() or mode_set
                 for m in vocabulary.MODES if mode else ():

@@ -123,6 +123,25 @@ def follow_the_engine(sim, agent, name, each, intervals=60):
     return decided
 
 
+def tlb_bound(tmp_path, name, sim, agent, intervals, reconcile=False):
+    """Feed guest ``name`` TLB-bound counts through the test hook's file
+    (``decision_samples_dir`` = ``tmp_path``) for ``intervals`` nominal
+    intervals, each sampled (and with ``reconcile``, a pass after each):
+    every rule of Figure 5 asks for shadow paging."""
+    profile = profiles.builtin()
+    path = tmp_path / name
+    insns, tlb = (int(w) for w in (path.read_text().split()[:2]
+                                   if path.exists() else (0, 0)))
+    for _ in range(intervals):
+        insns += 10 ** 9
+        tlb += 10 ** 8
+        path.write_text('%d %d 0\n' % (insns, tlb))
+        run(sim, profile.interval_s)
+        agent.sample()
+        if reconcile:
+            agent.reconcile()
+
+
 def _scrape(port):
     with urllib.request.urlopen('http://127.0.0.1:%d/metrics' % port,
                                 timeout=10) as resp:

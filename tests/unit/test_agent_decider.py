@@ -36,6 +36,7 @@ from tests.unit.agent_support import make_conf
 from tests.unit.agent_support import policy_of
 from tests.unit.agent_support import run
 from tests.unit.agent_support import start
+from tests.unit.agent_support import tlb_bound
 
 if 'eventlet.patcher' in sys.modules and \
         sys.modules['eventlet.patcher'].is_monkey_patched('thread'):
@@ -133,20 +134,6 @@ def test_decision_samples_are_a_test_hook_that_fails_loudly(
     agent.reconcile()
     assert policy_of(sim, 'g') == vocabulary.ADAPTIVE
     assert agent.guests['g'].decider is None
-
-
-def tlb_bound(tmp_path, name, sim, agent, intervals):
-    """Feed TLB-bound counts for ``intervals`` nominal intervals."""
-    profile = profiles.builtin()
-    path = tmp_path / name
-    insns, tlb = (int(w) for w in (path.read_text().split()[:2]
-                                   if path.exists() else (0, 0)))
-    for _ in range(intervals):
-        insns += 10 ** 9
-        tlb += 10 ** 8
-        path.write_text('%d %d 0\n' % (insns, tlb))
-        run(sim, profile.interval_s)
-        agent.sample()
 
 
 def hook_agent(sim, tmp_path):

@@ -21,6 +21,9 @@ is the interface's reference model with its text interface taken away
 (no machine here has a PMU)."""
 
 import errno
+import fcntl
+import os
+import struct
 import sys
 
 import prometheus_client
@@ -29,6 +32,7 @@ import pytest
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.host import privileged
 from nova_adaptive_paging.host import probe
+from nova_adaptive_paging.host import stats_fd
 from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.simhost import scraped_fleet as simfleet
@@ -38,8 +42,8 @@ from nova_adaptive_paging import vocabulary
 from tests.unit.agent_support import TraceCounters
 from tests.unit.agent_support import agent_for
 from tests.unit.agent_support import follow_the_engine
-from tests.unit.agent_support import run
 from tests.unit.agent_support import start
+from tests.unit.agent_support import tlb_bound
 
 if 'eventlet.patcher' in sys.modules and \
         sys.modules['eventlet.patcher'].is_monkey_patched('thread'):
@@ -146,15 +150,8 @@ def test_a_guest_ruled_out_of_shadow_runs_at_hap_and_is_asked_no_more(
                             'adaptive_paging')
     try:
         agent.reconcile()
-        profile = profiles.builtin()
-        insns = tlb = 0
-        for _ in range(2 * profile.history_samples + 6):
-            insns += 10 ** 9
-            tlb += 10 ** 8
-            (tmp_path / 'g').write_text('%d %d 0\n' % (insns, tlb))
-            run(part1, profile.interval_s)
-            agent.sample()
-            agent.reconcile()
+        tlb_bound(tmp_path, 'g', part1, agent,
+                  2 * profiles.builtin().history_samples + 6, reconcile=True)
     finally:
         agent.conf.clear_override('decision_samples_dir', 'adaptive_paging')
     assert mode_of(part1, 'g') == vocabulary.HAP
@@ -182,10 +179,158 @@ def test_a_refusal_for_now_is_asked_again(part1, tmp_path):
     assert agent.errors['apply'] == 1
 
 
-def test_the_privsep_daemon_reads_the_vcpu_statistic_and_writes_it_not():
-    rel = spec.vm_path('1234-12', spec.VCPU0_SHADOW)
-    privileged.check_path(rel)
-    with pytest.raises(PermissionError):
-        privileged.check_path(rel, write=True)
-    with pytest.raises(PermissionError):
-        privileged.check_path(spec.vm_path('1234-12', 'vcpu1/anything'))
+def test_the_privsep_daemon_reads_only_the_statistics_of_a_guests_vm(
+        tmp_path):
+    """The daemon's vcpus_in_shadow takes a VM name of a libvirt guest's
+    QEMU only (no pid file names 1234 under this root)."""
+    for name in ('1234-12', '../1234-12', 'vcpu0'):
+        with pytest.raises(PermissionError):
+            privileged.check_vm(name, root=str(tmp_path))
+
+
+def test_an_agent_started_anew_keeps_a_guest_where_its_vcpus_run(
+        part1, tmp_path):
+    """A restarted agent has no record: it takes an adaptive guest's mode
+    from its vCPUs' statistics and does not send it back to hap."""
+    start(part1, 'g', {'hw:paging': 'adaptive'})
+    part1.model.set_mode(part1.vms['g'].dirname, vocabulary.SHADOW)
+    agent = agent_for(part1)
+    agent.reconcile()
+    assert agent.guests['g'].decider.policy == vocabulary.SHADOW
+    assert mode_of(part1, 'g') == vocabulary.SHADOW
+    assert agent.transport.writes == [
+        (spec.vm_path(part1.vms['g'].dirname, vmfiles.SET_MODE),
+         vocabulary.SHADOW)]
+
+
+def test_a_new_vm_under_the_same_name_is_set_anew(part1, monkeypatch):
+    """The record of what the agent set is the VM's, not the domain's: a
+    domain restarted while a pass could not see its VM is set again."""
+    start(part1, 'g', {'hw:paging': 'shadow'})
+    agent = agent_for(part1)
+    agent.reconcile()
+    assert mode_of(part1, 'g') == vocabulary.SHADOW
+    # A pass that finds no VM for the domain (its pid file unreadable).
+    real = vmfiles.vm_for_domain
+
+    def missing(*args, **kw):
+        raise vmfiles.Refused('run/libvirt/qemu/g.pid', 'missing', 'a pid')
+    monkeypatch.setattr(vmfiles, 'vm_for_domain', missing)
+    agent.reconcile()
+    assert agent.guests['g'].vm is None
+    part1.stop_vm('g')
+    start(part1, 'g', {'hw:paging': 'shadow'})
+    monkeypatch.setattr(vmfiles, 'vm_for_domain', real)
+    agent.reconcile()
+    assert mode_of(part1, 'g') == vocabulary.SHADOW
+
+
+def test_status_reads_where_the_vcpus_run_and_writes_nothing(part1):
+    start(part1, 'there', {'hw:paging': 'shadow'})
+    start(part1, 'not-yet', {'hw:paging': 'shadow'})
+    part1.model.set_mode(part1.vms['there'].dirname, vocabulary.SHADOW)
+    agent = agent_for(part1, read_only=True)
+    agent.reconcile()
+    assert agent.transport.writes == []
+    assert not agent.guests['there'].pending
+    assert agent.guests['not-yet'].pending == [
+        '%s=%s' % (vmfiles.SET_MODE, vocabulary.SHADOW)]
+    assert mode_of(part1, 'not-yet') == vocabulary.HAP
+
+
+def test_a_refusal_is_said_even_where_a_vm_cannot_be_looked_at(
+        part1, tmp_path):
+    """An unprivileged agent sees no VM directory of its own (debugfs is
+    root's): whether a VM that refused is still there comes from the
+    daemon's listing, so the refusal is said and the VM ruled out."""
+    start(part1, 'g', {'hw:paging': 'adaptive'}, can_shadow=False)
+    agent = agent_for(part1)
+    agent.transport.exists = lambda rel: False
+    agent.conf.set_override('decision_samples_dir', str(tmp_path),
+                            'adaptive_paging')
+    try:
+        agent.reconcile()
+        tlb_bound(tmp_path, 'g', part1, agent,
+                  profiles.builtin().history_samples + 4)
+    finally:
+        agent.conf.clear_override('decision_samples_dir', 'adaptive_paging')
+    assert agent.guests['g'].decider.ruled_out
+    assert agent.errors['apply'] == 1
+
+
+def test_a_text_interface_of_another_version_is_driven_in_no_way(part1):
+    """A kernel whose text interface this package does not know may have
+    changed its part 1 too: the agent drives neither."""
+    part1.model.text_interface = True
+    start(part1, 'g', {'hw:paging': 'shadow'})
+    agent = agent_for(part1)
+    real = agent.transport.model.read
+    agent.transport.read = lambda rel: (
+        '%d\n' % (spec.ABI_VERSION + 1) if rel.endswith(spec.PARAM_ABI)
+        else real(rel))
+    agent.reconcile()
+    assert not agent.caps.mechanism and not agent.caps.switching
+    assert agent.transport.writes == []
+
+
+def test_a_passing_failure_of_dev_kvm_keeps_the_last_capabilities(part1):
+    agent = agent_for(part1)
+    agent.reconcile()
+    assert agent.caps.switching
+
+    def busy():
+        raise OSError(errno.EMFILE, 'Too many open files', 'dev/kvm')
+    agent.transport.paging_mode_cap = busy
+    agent.reconcile()
+    assert agent.caps.switching
+    assert agent.errors['host'] == 1
+
+
+def _stats_bytes(stats, name_size=48):
+    """A statistics descriptor laid out as the uapi says (struct
+    kvm_stats_header, kvm_stats_desc), built here from the layout, not
+    by the code under test."""
+    header = struct.pack('=6I', 0, name_size, len(stats), 24, 24,
+                         24 + len(stats) * (16 + name_size))
+    descs, data = b'', b''
+    for name, values in stats:
+        descs += struct.pack('=IhHII', 0, 0, len(values), len(data), 0)
+        descs += name.encode().ljust(name_size, b'\0')
+        data += struct.pack('=%dQ' % len(values), *values)
+    return header + descs + data
+
+
+def test_binary_statistics_are_read_as_the_uapi_lays_them_out():
+    blob = _stats_bytes([('exits', (7,)), (spec.VCPU_STAT_SHADOW, (1,)),
+                         ('hist', (3, 4, 5)), ('halt_wakeup', (2 ** 63,))])
+    stats = stats_fd.parse(lambda size, offset: blob[offset:offset + size])
+    assert stats == {'exits': (7,), spec.VCPU_STAT_SHADOW: (1,),
+                     'hist': (3, 4, 5), 'halt_wakeup': (2 ** 63,)}
+    with pytest.raises(stats_fd.Malformed):
+        stats_fd.parse(lambda size, offset: blob[offset:offset + size][:-1])
+
+
+@pytest.mark.skipif(not os.path.exists('/dev/kvm'), reason='no /dev/kvm on '
+                    'this machine: the layout is tested on built bytes')
+def test_a_real_vcpus_statistics_are_read():
+    """This machine's own KVM (no series: no paging_shadow) hands out a
+    vCPU's statistics descriptor; its generic vCPU statistics are read."""
+    kvm = os.open('/dev/kvm', os.O_RDWR | os.O_CLOEXEC)
+    try:
+        vm = fcntl.ioctl(kvm, 0xAE01, 0)            # KVM_CREATE_VM
+        try:
+            vcpu = fcntl.ioctl(vm, 0xAE41, 0)       # KVM_CREATE_VCPU
+            try:
+                fd = fcntl.ioctl(vcpu, stats_fd.KVM_GET_STATS_FD)
+                try:
+                    stats = stats_fd.read_fd(fd)
+                finally:
+                    os.close(fd)
+            finally:
+                os.close(vcpu)
+        finally:
+            os.close(vm)
+    finally:
+        os.close(kvm)
+    assert 'halt_wakeup' in stats and len(stats['halt_wakeup']) == 1
+    assert spec.VCPU_STAT_SHADOW not in stats
