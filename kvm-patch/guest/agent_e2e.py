@@ -21,6 +21,7 @@ import time
 import urllib.request
 
 from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging.host import vmfd
 
 E2E = '/opt/nap-e2e'
 RUN = '/run/nap'
@@ -126,6 +127,24 @@ def vcpu_stat(domain, name):
     return read(os.path.join(d, name)) if d else None
 
 
+def part1_view(domain):
+    """What the agent reads on a kernel with part 1 alone, read here on
+    the whole series through the agent's own transport: the domain's
+    vCPUs in shadow mode and in all (their paging_shadow statistic, which
+    debugfs sums in the VM's directory, and its vcpu<N> directories), and
+    whether KVM_CHECK_EXTENSION offers KVM_SET_PAGING_MODE."""
+    d = vm_dir(domain)
+    if not d:
+        return 'vcpus_shadow=- cap=-'
+    host = vmfd.VmFdTransport('/')
+    try:
+        shadow, count = host.vcpus_in_shadow(os.path.basename(d))
+        cap = int(host.paging_mode_cap())
+    except OSError as exc:
+        return 'vcpus_shadow=error:%s cap=-' % (exc.strerror or exc)
+    return 'vcpus_shadow=%d/%d cap=%d' % (shadow, count, cap)
+
+
 def decide_in_the_agent(agent, conf, domain):
     """decision = agent, as for a kernel with the mechanism alone: after a
     SIGHUP the agent runs the DSP engine on the adaptive guest's counts,
@@ -175,6 +194,7 @@ def decide_in_the_agent(agent, conf, domain):
         say('decided', phase, domain, 'policy=%s' % policy, 'mode=%s' % now,
             'paging_shadow=%s' % vcpu_stat(domain, 'paging_shadow'),
             'paging_switches=%s' % vcpu_stat(domain, 'paging_switches'),
+            part1_view(domain),
             'by_ioctl=%d' % agent_log_lines(
                 domain + ' (instance', 'switched it to %s (rule' % mode,
                 ') through KVM_SET_PAGING_MODE'),

@@ -154,7 +154,9 @@ VCPU_BINARY_STATS = (BINARY_STATS_PREFIX + 'shadow',
                      BINARY_STATS_PREFIX + 'switches',
                      BINARY_STATS_PREFIX + 'maint_ns')
 # Each vCPU's paging_shadow statistic (part 1's): where a vCPU runs, the
-# one mode a kernel without the text interface shows (host.stats_fd).
+# one mode a kernel without the text interface shows (in debugfs, as the
+# sum over the VM's vCPUs; KVM answers a vCPU's KVM_GET_STATS_FD only to
+# the VM's own process).
 VCPU_STAT_SHADOW = VCPU_BINARY_STATS[0]
 
 # Errors a write returns (as the errno of write(2)).

@@ -69,10 +69,14 @@ class FileTransport:
     def vcpus_in_shadow(self, vm):
         """``(vCPUs in shadow mode, vCPUs)`` of VM ``vm`` as KVM's
         debugfs shows them: a vCPU statistic in the VM's directory is the
-        sum over its vCPUs, each of which has a ``vcpu<N>`` directory."""
+        sum over its vCPUs, each of which has a ``vcpu<N>`` directory.
+        Read as files also by a transport that serves the per-VM files
+        otherwise: KVM answers a vCPU's own ioctls, its statistics
+        descriptor included, only to the VM's process (EIO)."""
         rel = '%s/%s' % (spec.DEBUGFS_DIR, vm)
-        shadow = int(self.read('%s/%s' % (rel, spec.VCPU_STAT_SHADOW)))
-        count = sum(1 for name in self.listdir(rel)
+        shadow = int(FileTransport.read(
+            self, '%s/%s' % (rel, spec.VCPU_STAT_SHADOW)))
+        count = sum(1 for name in FileTransport.listdir(self, rel)
                     if name.startswith('vcpu') and name[4:].isdigit())
         return shadow, count
 

@@ -39,7 +39,6 @@ import os
 
 from nova_adaptive_paging.abi import spec
 from nova_adaptive_paging.host import files
-from nova_adaptive_paging.host import stats_fd
 
 _SYS_PIDFD_GETFD = 438      # x86-64
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -142,30 +141,6 @@ class VmFdTransport(files.FileTransport):
             except OSError as exc:
                 raise OSError(exc.errno, exc.strerror, rel)
 
-    def vcpus_in_shadow(self, vm):
-        """``(vCPUs in shadow mode, vCPUs)`` of VM ``vm``
-        (``<pid>-<fd>``): each vCPU's ``paging_shadow`` statistic, from
-        ``KVM_GET_STATS_FD`` on a copy of its descriptor.  A vCPU
-        without the statistic (a kernel without the series) counts as
-        one at TDP; a vCPU closed meanwhile, as none."""
-        rel = '%s/%s' % (spec.DEBUGFS_DIR, vm)
-        pid, _, _ = self._vm_path(rel)
-        shadow = count = 0
-        for vcpu, fd in vcpu_fds(pid, self.root):
-            link = stats_fd.VCPU_FD_LINK_PREFIX + str(vcpu)
-            try:
-                with self._vm_fd(pid, int(fd), rel, link) as copy:
-                    stats = fcntl.ioctl(copy, stats_fd.KVM_GET_STATS_FD)
-            except FileNotFoundError:
-                continue
-            try:
-                values = stats_fd.read_fd(stats)
-            finally:
-                os.close(stats)
-            count += 1
-            shadow += bool(values.get(spec.VCPU_STAT_SHADOW, (0,))[0])
-        return shadow, count
-
     def paging_mode_cap(self):
         """``KVM_CHECK_EXTENSION(KVM_CAP_PAGING_MODE)`` on ``/dev/kvm``:
         whether the kernel has the mechanism's control, and switches on
@@ -229,16 +204,6 @@ def vm_fds(pid, root='/'):
     """The descriptors (text) of process ``pid`` that are KVM VMs."""
     return [fd for fd, link in _fd_links(pid, root)
             if link == spec.VM_FD_LINK]
-
-
-def vcpu_fds(pid, root='/'):
-    """``[(vCPU id, fd)]`` (fd as text) of process ``pid``'s KVM vCPU
-    descriptors."""
-    prefix = stats_fd.VCPU_FD_LINK_PREFIX
-    return sorted((int(link[len(prefix):]), fd)
-                  for fd, link in _fd_links(pid, root)
-                  if link.startswith(prefix)
-                  and link[len(prefix):].isdigit())
 
 
 def holds_vm(pid, root='/'):

@@ -21,19 +21,17 @@ is the interface's reference model with its text interface taken away
 (no machine here has a PMU)."""
 
 import errno
-import fcntl
-import os
-import struct
 import sys
 
 import prometheus_client
 import pytest
 
 from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging.host import files
 from nova_adaptive_paging.host import privileged
 from nova_adaptive_paging.host import probe
-from nova_adaptive_paging.host import stats_fd
 from nova_adaptive_paging.host import vm as vmfiles
+from nova_adaptive_paging.host import vmfd
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.simhost import scraped_fleet as simfleet
 from nova_adaptive_paging.telemetry import collector
@@ -286,51 +284,23 @@ def test_a_passing_failure_of_dev_kvm_keeps_the_last_capabilities(part1):
     assert agent.errors['host'] == 1
 
 
-def _stats_bytes(stats, name_size=48):
-    """A statistics descriptor laid out as the uapi says (struct
-    kvm_stats_header, kvm_stats_desc), built here from the layout, not
-    by the code under test."""
-    header = struct.pack('=6I', 0, name_size, len(stats), 24, 24,
-                         24 + len(stats) * (16 + name_size))
-    descs, data = b'', b''
-    for name, values in stats:
-        descs += struct.pack('=IhHII', 0, 0, len(values), len(data), 0)
-        descs += name.encode().ljust(name_size, b'\0')
-        data += struct.pack('=%dQ' % len(values), *values)
-    return header + descs + data
-
-
-def test_binary_statistics_are_read_as_the_uapi_lays_them_out():
-    blob = _stats_bytes([('exits', (7,)), (spec.VCPU_STAT_SHADOW, (1,)),
-                         ('hist', (3, 4, 5)), ('halt_wakeup', (2 ** 63,))])
-    stats = stats_fd.parse(lambda size, offset: blob[offset:offset + size])
-    assert stats == {'exits': (7,), spec.VCPU_STAT_SHADOW: (1,),
-                     'hist': (3, 4, 5), 'halt_wakeup': (2 ** 63,)}
-    with pytest.raises(stats_fd.Malformed):
-        stats_fd.parse(lambda size, offset: blob[offset:offset + size][:-1])
-
-
-@pytest.mark.skipif(not os.path.exists('/dev/kvm'), reason='no /dev/kvm on '
-                    'this machine: the layout is tested on built bytes')
-def test_a_real_vcpus_statistics_are_read():
-    """This machine's own KVM (no series: no paging_shadow) hands out a
-    vCPU's statistics descriptor; its generic vCPU statistics are read."""
-    kvm = os.open('/dev/kvm', os.O_RDWR | os.O_CLOEXEC)
-    try:
-        vm = fcntl.ioctl(kvm, 0xAE01, 0)            # KVM_CREATE_VM
-        try:
-            vcpu = fcntl.ioctl(vm, 0xAE41, 0)       # KVM_CREATE_VCPU
-            try:
-                fd = fcntl.ioctl(vcpu, stats_fd.KVM_GET_STATS_FD)
-                try:
-                    stats = stats_fd.read_fd(fd)
-                finally:
-                    os.close(fd)
-            finally:
-                os.close(vcpu)
-        finally:
-            os.close(vm)
-    finally:
-        os.close(kvm)
-    assert 'halt_wakeup' in stats and len(stats['halt_wakeup']) == 1
-    assert spec.VCPU_STAT_SHADOW not in stats
+@pytest.mark.parametrize('shadow,mode', [('0', vocabulary.HAP),
+                                         ('3', vocabulary.SHADOW),
+                                         ('2', None)])
+def test_the_vcpus_mode_is_read_as_kvms_debugfs_shows_it(
+        tmp_path, shadow, mode):
+    """KVM's debugfs, laid out here as KVM lays it out: a vCPU statistic
+    in the VM's directory is the sum over its vCPUs, one vcpu<N>
+    directory each.  The host's own transport reads it as a file, not
+    through the VM descriptor's ioctl (which has no such file), since
+    KVM answers a vCPU's own ioctls only to the VM's process."""
+    vm = tmp_path / spec.DEBUGFS_DIR / '4242-11'
+    for n in range(3):
+        (vm / ('vcpu%d' % n)).mkdir(parents=True)
+    (vm / spec.VCPU_STAT_SHADOW).write_text(shadow + '\n')
+    (vm / 'pid').write_text('4242\n')
+    for transport in (files.FileTransport(str(tmp_path)),
+                      vmfd.VmFdTransport(str(tmp_path))):
+        assert transport.vcpus_in_shadow('4242-11') == (int(shadow), 3)
+        assert vmfiles.Vm(transport, '4242-11',
+                          text_interface=False).mode() == mode
