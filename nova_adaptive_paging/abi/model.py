@@ -149,13 +149,13 @@ class HostModel:
 
     def vcpus_in_shadow(self, vm):
         """``(vCPUs in shadow mode, vCPUs)`` as their ``paging_shadow``
-        statistics say.  The model has no vCPUs of its own: they run in
-        the VM's mode."""
+        statistics say: the VM's mode, but for those whose guest has
+        paging off, which run at TDP."""
         if vm not in self.vms:
             _fail(errno.ENOENT, vm)
         model = self.vms[vm]
-        return (model.vcpus if model.mode == vocabulary.SHADOW else 0,
-                model.vcpus)
+        on = model.vcpus - model.vcpus_paging_off
+        return (on if model.mode == vocabulary.SHADOW else 0, model.vcpus)
 
     def listdir(self, rel):
         if rel.strip('/') == spec.DEBUGFS_DIR:
@@ -210,6 +210,7 @@ class VmModel:
         self._user_delta = 0              # saturates at U64_MAX
         self._user_back = False           # the fed total went back
         self.vcpus = 1
+        self.vcpus_paging_off = 0         # run at TDP whatever the mode
         self._switched = False            # switched between two samples
         self._walking = False             # walk events were named
         self._sampled_at = host.clock()   # the timer's last sample

@@ -153,6 +153,7 @@ class Guest:
     instance: Instance
     decision: Decision
     vm: str = None                  # its <pid>-<fd> name
+    last_vm: str = None             # ... the last found, kept across misses
     target: object = None           # writer.Target
     problem: str = None             # why it is not (yet) as it should be
     stats: dict = None              # the last paging_stats read

@@ -121,9 +121,23 @@ def _host(host, health_, options):
                              exc.strerror or exc))
         ok &= _count_all_guests(host, health_, options)
         ok &= _walk_events(host, health_, options)
+
+    failed = []
+
+    def no_answer(exc):
+        # A host that had the control keeps its capabilities (raised:
+        # the pass fails and says so); one that had not stays without.
+        if host.caps is not None and host.caps.mechanism:
+            raise exc
+        failed.append(exc)
+        health_.warn('mechanism', 'asking %s for KVM_SET_PAGING_MODE '
+                     '(KVM_CHECK_EXTENSION) failed: %s; taken as a kernel '
+                     'without it' % (spec.KVM_DEV, exc))
     host.caps = probe.detect(host.transport, host.generation,
                              thresholds.calibrated, options.pool,
-                             version=host.abi_version)
+                             version=host.abi_version, on_error=no_answer)
+    if not failed:
+        health_.ok('mechanism')
     traits = host.caps.traits()
     if (options.publisher is not None and traits != host.published
             and not host.read_only):
@@ -216,7 +230,7 @@ def _decide(guests, health_, policies, dom, old):
         # domain now runs another VM (a restart, a migration back).
         g.decider, g.fault_feed = old.decider, old.fault_feed
         g.counters, g.counters_ok = old.counters, old.counters_ok
-        g.mode_set = old.mode_set
+        g.mode_set, g.last_vm = old.mode_set, old.last_vm
     guests[dom.name] = g
     if decision.policy is None:
         # The Nova API is down: one message for every guest waiting.
@@ -266,7 +280,9 @@ def _find_vm(host, health_, g):
     """The guest's VM, its target and what was counted of it: False
     (said) when its VM cannot be found."""
     name = g.domain
-    was = g.vm
+    # The VM found last, also across passes that found none: what was
+    # counted of it is reset only when another VM is found.
+    was = g.last_vm
     try:
         g.vm = vmfiles.vm_for_domain(host.root, host.transport, name,
                                      host.caps.text_interface)
@@ -276,6 +292,7 @@ def _find_vm(host, health_, g):
         health_.fail(health.VM, ('vm', name), '%s: %s' % (name, exc))
         return False
     health_.ok(('vm', name))
+    g.last_vm = g.vm
     if was is not None and g.vm != was:
         # Another VM under the same name: nothing counted of the last
         # one holds (its counters were on threads that are gone), nor is
@@ -318,8 +335,8 @@ def _apply_mechanism(host, health_, advice, g):
         g.decider = None
         _close_counters(g)
     mode = g.target.policy
-    if known == mode:
-        return
+    if known == mode and vm.mode() in (None, mode):
+        return              # set, and the vCPUs do not say otherwise
     if host.read_only:
         # A status read: what the vCPUs run in, not a record it has not.
         if vm.mode() != mode:
@@ -336,9 +353,12 @@ def _apply_mechanism(host, health_, advice, g):
         return
     health_.ok(('apply', name))
     g.mode_set = (g.vm, mode)
-    LOG.info('%s (instance %s, policy %s from %s): %s=%s', name, uuid,
-             g.decision.policy.paging.value, g.decision.source,
-             vmfiles.SET_MODE, mode)
+    if known != mode:
+        # Not again for a VM whose vCPUs all have paging off (a reboot),
+        # which run at TDP while it is in shadow mode.
+        LOG.info('%s (instance %s, policy %s from %s): %s=%s', name, uuid,
+                 g.decision.policy.paging.value, g.decision.source,
+                 vmfiles.SET_MODE, mode)
 
 
 def _apply(host, health_, advice, options, g):

@@ -298,7 +298,8 @@ class Agent:
                     '%s instance=%s flavor=%s policy=%s(%s) mode=%s '
                     'switches=%s last_ftlb=%s last_fpf=%s%s' % (
                         name, g.instance.uuid, g.instance.flavor or '-',
-                        policy, g.decision.source, s.get('mode', '-'),
+                        policy, g.decision.source,
+                        s.get('mode', g.set_here() or '-'),
                         (s['switches_to_hap'] + s['switches_to_shadow'])
                         if s else '-',
                         s.get('last_ftlb', '-'), s.get('last_fpf', '-'),

@@ -219,20 +219,29 @@ def mechanism(root):
         raise
 
 
-def detect(root, generation, calibrated, pool=False, version=None):
+def detect(root, generation, calibrated, pool=False, version=None,
+           on_error=None):
     """Capabilities of the host whose files are under ``root``
     (``pool``: its operator put it in a paging pool; ``version``: the
     interface version when the caller has just read it).  A kernel
     without the text interface is asked for the mechanism's control
     (:func:`mechanism`); one with an interface version this package does
-    not drive is driven in no way."""
+    not drive is driven in no way.  A failure to ask raises, unless
+    ``on_error`` takes it (it may raise in turn): the host is then taken
+    as one without the control."""
     vendor, tdp = vendor_tdp(root)
     if version is None:
         version = abi_version(root)
-    mech = bool(vendor and not version
-                and _read(root, os.path.join(spec.PARAMS_DIR,
-                                             spec.PARAM_ABI)) is None
-                and mechanism(root))
+    try:
+        mech = bool(vendor and not version
+                    and _read(root, os.path.join(spec.PARAMS_DIR,
+                                                 spec.PARAM_ABI)) is None
+                    and mechanism(root))
+    except OSError as exc:
+        if on_error is None:
+            raise
+        on_error(exc)
+        mech = False
     return capabilities.Capabilities(
         version, tdp, generation, calibrated, kvm=vendor is not None,
         blockers=(blockers(root, vendor, tdp) if (version or mech) and vendor

@@ -167,16 +167,18 @@ class Vm:
         return self.t.exists(self.rel(spec.FILE_POLICY))
 
     def vcpu_mode(self):
-        """The mode all its vCPUs run in, from their ``paging_shadow``
-        statistics (a kernel with the mechanism alone has no paging_mode);
-        None while they differ (a switch under way, or a vCPU whose guest
-        has paging off, which runs at TDP), or where they cannot be
-        read."""
+        """The VM's mode as its vCPUs' ``paging_shadow`` statistics show
+        it (a kernel with the mechanism alone has no paging_mode): shadow
+        if any vCPU runs in shadow mode, since a vCPU whose guest has
+        paging off (an AP never started, a reboot) runs at TDP whatever
+        the VM's mode; hap if none does, which is also what a VM in
+        shadow mode whose every vCPU has paging off shows.  None where
+        they cannot be read."""
         try:
             shadow, count = self.t.vcpus_in_shadow(self.name)
         except (OSError, ValueError):
             return None
-        if not count or 0 < shadow < count:
+        if not count:
             return None
         return vocabulary.SHADOW if shadow else vocabulary.HAP
 

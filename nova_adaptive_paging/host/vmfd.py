@@ -74,9 +74,8 @@ class VmFdTransport(files.FileTransport):
         return os.path.join(self.root, 'proc', *map(str, parts))
 
     @contextlib.contextmanager
-    def _vm_fd(self, pid, fd, what, link=spec.VM_FD_LINK):
-        """A copy of process ``pid``'s VM descriptor ``fd`` (or of the
-        descriptor whose /proc link is ``link``)."""
+    def _vm_fd(self, pid, fd, what):
+        """A copy of process ``pid``'s VM descriptor ``fd``."""
         try:
             pidfd = os.pidfd_open(pid)
         except ProcessLookupError:
@@ -93,7 +92,7 @@ class VmFdTransport(files.FileTransport):
         finally:
             os.close(pidfd)
         try:
-            if os.readlink('/proc/self/fd/%d' % copy) != link:
+            if os.readlink('/proc/self/fd/%d' % copy) != spec.VM_FD_LINK:
                 raise _gone(what)
             yield copy
         finally:

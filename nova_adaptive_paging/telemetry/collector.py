@@ -245,11 +245,15 @@ class Collector(registry.Collector):
             if vm is None:
                 continue
             if not text:
-                # The mechanism alone: no paging_stats, only the mode, as
-                # its vCPUs' statistics show it or else as the agent last
-                # set it.
-                mode = vmfiles.Vm(agent.transport, vm,
-                                  text_interface=False).mode() or mode_set
+                # The mechanism alone: no paging_stats, only the mode the
+                # agent set, else as the vCPUs' statistics show it.
+                try:
+                    mode = mode_set or vmfiles.Vm(
+                        agent.transport, vm, text_interface=False).mode()
+                except Exception as exc:    # one guest's: the others stay
+                    with agent.lock:
+                        agent.guest_failed(domain, uuid, 'scrape', exc)
+                    continue
                 for m in vocabulary.MODES if mode else ():
                     fams[M.GUEST_MODE.name].add_metric([uuid, m],
                                                        float(mode == m))

@@ -21,6 +21,7 @@ is the interface's reference model with its text interface taken away
 (no machine here has a PMU)."""
 
 import errno
+import os
 import sys
 
 import prometheus_client
@@ -83,8 +84,57 @@ def test_a_stock_kernel_is_not_taken_for_one(sim):
 def test_this_machines_kvm_answers_for_itself():
     """The real KVM_CHECK_EXTENSION on this machine's /dev/kvm: no kernel
     here has the series (PVM's, or none at all), so the answer is no, and
-    a missing /dev/kvm is no control either, not an error."""
-    assert probe.mechanism('/') is False
+    a missing /dev/kvm is no control either, not an error.  A /dev/kvm
+    this user may not open is an error (the agent's caller decides)."""
+    try:
+        assert probe.mechanism('/') is False
+    except PermissionError:
+        assert not os.access('/dev/kvm', os.R_OK | os.W_OK)
+
+
+def test_a_vm_with_a_vcpu_whose_guest_has_paging_off_is_read_as_shadow(
+        part1):
+    """An AP never started (or a vCPU kept after a hot-unplug) runs at
+    TDP whatever the VM's mode: a restarted agent still takes the VM for
+    one in shadow mode, and does not send it to hap."""
+    start(part1, 'g', {'hw:paging': 'adaptive'})
+    vm = part1.model.vms[part1.vms['g'].dirname]
+    vm.vcpus, vm.vcpus_paging_off = 4, 1
+    part1.model.set_mode(part1.vms['g'].dirname, vocabulary.SHADOW)
+    agent = agent_for(part1)
+    agent.reconcile()
+    assert agent.guests['g'].decider.policy == vocabulary.SHADOW
+    assert mode_of(part1, 'g') == vocabulary.SHADOW
+    assert [m for _, m in agent.transport.writes] == [vocabulary.SHADOW]
+
+
+def test_a_vm_the_kernel_took_back_to_tdp_is_asked_again_and_said(part1):
+    """The kernel takes a VM in shadow mode back to TDP for good when it
+    becomes one that cannot run there (a vCPU with PKU, nested guests):
+    the vCPUs say hap where the agent set shadow, so it sets shadow
+    again, and the refusal is said and counted."""
+    start(part1, 'g', {'hw:paging': 'shadow'})
+    agent = agent_for(part1)
+    agent.reconcile()
+    assert mode_of(part1, 'g') == vocabulary.SHADOW
+    part1.model.vms[part1.vms['g'].dirname].forbid_shadow()
+    agent.reconcile()
+    assert mode_of(part1, 'g') == vocabulary.HAP
+    assert agent.errors['apply'] == 1
+    assert agent.guests['g'].problem
+
+
+def test_a_stock_host_whose_dev_kvm_cannot_be_asked_still_advises(sim):
+    agent = agent_for(sim)
+    agent.transport = simfleet.StockTransport(agent.transport)
+
+    def denied():
+        raise PermissionError(errno.EACCES, 'Permission denied', 'dev/kvm')
+    agent.transport.paging_mode_cap = denied
+    agent.reconcile()
+    assert agent.caps is not None and agent.caps.kvm
+    assert not agent.caps.mechanism and not agent.caps.switching
+    assert agent.errors['host'] == 0
 
 
 def test_fixed_policies_are_set_with_the_ioctl_once(part1):
@@ -223,6 +273,29 @@ def test_a_new_vm_under_the_same_name_is_set_anew(part1, monkeypatch):
     assert mode_of(part1, 'g') == vocabulary.SHADOW
 
 
+def test_what_was_counted_of_a_vm_goes_with_it_across_a_blind_pass(
+        part1, monkeypatch):
+    """A domain restarted while a pass could not find its VM gets a new
+    decision: the old one's engine, counted on threads that are gone,
+    does not carry over to the new VM."""
+    start(part1, 'g', {'hw:paging': 'adaptive'})
+    agent = agent_for(part1)
+    agent.reconcile()
+    old = agent.guests['g'].decider
+    assert old is not None
+    real = vmfiles.vm_for_domain
+
+    def missing(*args, **kw):
+        raise vmfiles.Refused('run/libvirt/qemu/g.pid', 'missing', 'a pid')
+    monkeypatch.setattr(vmfiles, 'vm_for_domain', missing)
+    agent.reconcile()
+    part1.stop_vm('g')
+    start(part1, 'g', {'hw:paging': 'adaptive'})
+    monkeypatch.setattr(vmfiles, 'vm_for_domain', real)
+    agent.reconcile()
+    assert agent.guests['g'].decider is not old
+
+
 def test_status_reads_where_the_vcpus_run_and_writes_nothing(part1):
     start(part1, 'there', {'hw:paging': 'shadow'})
     start(part1, 'not-yet', {'hw:paging': 'shadow'})
@@ -286,14 +359,16 @@ def test_a_passing_failure_of_dev_kvm_keeps_the_last_capabilities(part1):
 
 @pytest.mark.parametrize('shadow,mode', [('0', vocabulary.HAP),
                                          ('3', vocabulary.SHADOW),
-                                         ('2', None)])
+                                         ('2', vocabulary.SHADOW)])
 def test_the_vcpus_mode_is_read_as_kvms_debugfs_shows_it(
         tmp_path, shadow, mode):
     """KVM's debugfs, laid out here as KVM lays it out: a vCPU statistic
     in the VM's directory is the sum over its vCPUs, one vcpu<N>
     directory each.  The host's own transport reads it as a file, not
     through the VM descriptor's ioctl (which has no such file), since
-    KVM answers a vCPU's own ioctls only to the VM's process."""
+    KVM answers a vCPU's own ioctls only to the VM's process.  Any vCPU
+    in shadow mode makes it the VM's: one whose guest has paging off
+    runs at TDP whatever the VM's mode."""
     vm = tmp_path / spec.DEBUGFS_DIR / '4242-11'
     for n in range(3):
         (vm / ('vcpu%d' % n)).mkdir(parents=True)
