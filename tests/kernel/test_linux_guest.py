@@ -66,11 +66,14 @@ HOSTS = {
 
 
 # Every other item of guest/init off: this boot is the Linux guest's.
-# (guest/init takes the first of a repeated key: no timeout here.)
+# (guest/init takes the first of a repeated key: no timeout here.)  The
+# AVIC step reloads kvm_amd twice, and each load patches kernel text,
+# which multi-threaded TCG may run half-patched (an oops on int3 in
+# __schedule(), doc/findings.md): the single-threaded boot checks AVIC.
 LINUX_ONLY = ('nap.modes=none', 'nap.storm_switches=', 'nap.cr0_cycles=',
               'nap.cr3_rounds=', 'nap.access=0', 'nap.remap=', 'nap.memcg=0',
-              'nap.pmu=0', 'nap.abi_test=0', 'nap.linux_modes=' +
-              ','.join(MODES))
+              'nap.pmu=0', 'nap.abi_test=0', 'nap.avic=0',
+              'nap.linux_modes=' + ','.join(MODES))
 TIMEOUT = 'nap.linux_timeout=600'          # seconds a mode
 
 # In the gate (tox -e kvm): the SVM half's Linux guest OS in every mode
