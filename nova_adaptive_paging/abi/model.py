@@ -36,7 +36,7 @@ class HostModel:
     ``text_interface`` False: a kernel with the series' part 1 alone,
     whose one control is ``KVM_SET_PAGING_MODE`` (:meth:`set_mode`),
     with none of the interface's parameters or per-VM files and no
-    in-kernel engine; its VMs' directories are there (KVM's own)."""
+    in-kernel engine."""
 
     def __init__(self, thresholds, clock, vendor='kvm_amd', tdp=True,
                  text_interface=True):
@@ -96,9 +96,6 @@ class HostModel:
         if (parts[:-1] == spec.vendor_params_dir(self.vendor).split('/')
                 and parts[-1] == self._tdp_param()):
             return 'vendor', parts[-1]
-        if parts[:len(debugfs)] == debugfs and len(parts) == len(debugfs) + 1:
-            if parts[-1] in self.vms:
-                return 'vmdir', parts[-1]
         if parts[:len(debugfs)] == debugfs and len(parts) == len(debugfs) + 2:
             vm = self.vms.get(parts[-2])
             if (vm is not None and parts[-1] in spec.VM_FILES
@@ -111,8 +108,6 @@ class HostModel:
 
     def read(self, rel):
         where, name = self._resolve(rel)
-        if where == 'vmdir':
-            _fail(errno.EISDIR, rel)
         if where == 'param':
             return self.read_param(name)
         if where == 'vendor':
@@ -121,8 +116,6 @@ class HostModel:
 
     def write(self, rel, text):
         where, name = self._resolve(rel)
-        if where == 'vmdir':
-            _fail(errno.EISDIR, rel)
         if where == 'param':
             return self.write_param(name, text)
         if where == 'vendor':

@@ -180,7 +180,7 @@ def check_vm(vm, root='/'):
 @host_admin.entrypoint
 def vcpus_in_shadow(vm):
     """``(vCPUs in shadow mode, vCPUs)`` of a guest's VM, from its
-    vCPUs' binary statistics."""
+    vCPUs' paging_shadow statistic in debugfs."""
     check_vm(vm)
     return _HOST.vcpus_in_shadow(vm)
 

@@ -184,25 +184,22 @@ class VmFdTransport(files.FileTransport):
             self._is_vm(vm[0], vm[1], rel)
 
 
-def _fd_links(pid, root):
-    """``(fd, link)`` (text) of process ``pid``'s descriptors; none when
-    it has gone or its descriptors are not ours to see."""
+def vm_fds(pid, root='/'):
+    """The descriptors (text) of process ``pid`` that are KVM VMs; none
+    when it has gone or its descriptors are not ours to see."""
     fds = os.path.join(root, 'proc', str(pid), 'fd')
     try:
         names = os.listdir(fds)
     except OSError:
-        return
+        return []
+    found = []
     for fd in names:
         try:
-            yield fd, os.readlink(os.path.join(fds, fd))
+            if os.readlink(os.path.join(fds, fd)) == spec.VM_FD_LINK:
+                found.append(fd)
         except OSError:
             continue                    # closed since the listing
-
-
-def vm_fds(pid, root='/'):
-    """The descriptors (text) of process ``pid`` that are KVM VMs."""
-    return [fd for fd, link in _fd_links(pid, root)
-            if link == spec.VM_FD_LINK]
+    return found
 
 
 def holds_vm(pid, root='/'):
