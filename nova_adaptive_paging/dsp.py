@@ -41,11 +41,13 @@ pt          fpf / ftlb * 1000                    pf * 10^10 // tlb
 Every metric saturates at :data:`METRIC_MAX` (2^48 - 1) so that the sum of a
 full history window (at most :data:`HISTORY_MAX` samples) fits in 64 bits.
 
-Around Figure 5 sits the switch guard (:class:`Guard`, ABI version 3): a
+Around Figure 5 sits the switch guard (:class:`Guard`, ABI version 4): a
 ledger, in nanoseconds, of what the VM's run has cost against what each
 static mode would have cost on the same counts, which vetoes switches that
 have not been paid for, keeps the run's regret within a budget and caps
-the switch rate.  doc/source/simulation.rst argues its bound.
+the share of time spent switching.  A switch is priced at what the VM's
+last switch the same way took, as the kernel measured it, and charged
+what it takes.  doc/source/simulation.rst argues its bound.
 """
 
 import collections
@@ -69,6 +71,12 @@ BACKOFF_MAX = 64
 # may be an interval late, fit in it.
 BUDGET_FLOOR_NS = 100 * 10 ** 9
 PPM = 10 ** 6
+# Over budget, the VM goes to the cheaper static mode once that mode leads
+# by ``margin`` of its switches; each such move doubles ``margin``, up to
+# this, so a leader that flips back and forth is followed fewer and fewer
+# times (doc/source/simulation.rst).  A measured switch counts at most
+# METRIC_MAX ns, so that MARGIN_MAX switches fit in the ledger.
+MARGIN_MAX = 1 << 13
 
 FTLB_SCALE = 10 ** 6
 FPF_SCALE = 10 ** 13
@@ -262,16 +270,20 @@ def _clamp(value):
 
 @dataclasses.dataclass(frozen=True)
 class Guard:
-    """What a switch costs against what it gains (ABI version 3).
+    """What a switch costs against what it gains (ABI versions 3 and 4).
 
     ``tlb_cost_ps``: what one TLB miss costs in hap over shadow (the second
     dimension of the walk), in picoseconds; ``pf_cost_ps``: what one guest
     page fault costs in shadow over hap (the exit and the shadow fix-up);
-    ``switch_cost_ns``: one switch, the dearer direction; ``budget_ppm``:
-    the regret the guard allows against the cheaper static mode, in parts
-    per million of the VM's run time.  The same share of wall time is the
-    VM's switch credit: the time switches may take, whatever the counts
-    say.
+    ``switch_cost_ns``: the least a switch is priced at, in either
+    direction, before (and whatever) the VM's own switches measure;
+    ``budget_ppm``: the regret the guard allows against the cheaper static
+    mode, in parts per million of the VM's run time.  The same share of
+    wall time is the VM's switch credit: the time switches may take,
+    whatever the counts say.  ``switch_ns_per_gib`` (ABI version 4): what
+    a switch into shadow mode takes per GiB of the VM's memory (rmaps and
+    write tracking for every memslot), so that a big VM's first switch is
+    priced near what it will take, before any has been measured.
 
     Without per-event costs (both 0: a threshold set written before version
     3) the guard only caps the switch rate.
@@ -281,8 +293,10 @@ class Guard:
     pf_cost_ps: int = 0
     switch_cost_ns: int = 0
     budget_ppm: int = 5000
+    switch_ns_per_gib: int = 0
 
-    FIELDS = ('tlb_cost_ps', 'pf_cost_ps', 'switch_cost_ns', 'budget_ppm')
+    FIELDS = ('tlb_cost_ps', 'pf_cost_ps', 'switch_cost_ns', 'budget_ppm',
+              'switch_ns_per_gib')
     LIMITS = {'budget_ppm': PPM}
 
     def __post_init__(self):
@@ -300,7 +314,8 @@ class Guard:
 
     @property
     def switch_ns(self):
-        """The switch cost the ledger and the credit charge."""
+        """The least price of a switch (the engine's measured costs may
+        raise it, never lower it)."""
         return max(self.switch_cost_ns, SWITCH_COST_MIN_NS)
 
     def as_tuple(self):
@@ -324,18 +339,36 @@ class Engine:
     what this run cost (switches included) minus the cheaper of the two;
     ``gain``, how much the other mode would have saved since the last
     switch (never below 0); ``paid``, how much the current mode has saved
-    over the one it left.  Then, in this order:
+    over the one it left.
+
+    A switch into a mode is priced at what the VM's last switch into that
+    mode took (``seen``), never below ``switch_ns``: the time the kernel
+    measured its vCPUs switching (``switching_ns`` of :meth:`step`), which
+    grows with the guest's memory; into shadow mode, never below
+    ``switch_ns_per_gib`` times the VM's memory either (``sized``, from
+    ``memory_mib`` of :meth:`step`).  A switch is charged its price when
+    made, and what its measured time exceeds the price when that comes in
+    (``owed`` is what is left of the price): the regret and the credit
+    carry what switching took.  Then, in this order:
 
     1. regret over budget (``budget_ppm`` of the run time with data, at
-       least of BUDGET_FLOOR_NS) and a static mode cheaper by more than a
-       switch (the *leader*): go there (REGRET_LEADER);
+       least of BUDGET_FLOOR_NS) and a static mode cheaper so far by
+       ``margin`` switches into it (the leader): go there (REGRET_LEADER),
+       and double ``margin`` (at most MARGIN_MAX), so that a leader that
+       keeps flipping is followed fewer and fewer times;
     2. Figure 5 wants a switch: make it only if ``gain`` has reached
        ``backoff`` round trips (else UNPAID) and the switch keeps the
        regret within budget (else OVER_BUDGET);
-    3. a switch spends ``switch_ns`` of credit, which accrues at the budget
-       rate over wall time up to two switches; a switch away from the
-       leader needs both, so the way back is always paid for (else
-       RATE_LIMIT).
+    3. a switch needs its price in credit, and a switch away from the
+       *leader* (the static mode cheaper by more than a switch) the way
+       back too, so that the way back is always paid for (else
+       RATE_LIMIT).  Credit starts at two switches at ``switch_ns``,
+       accrues at the budget rate over wall time, up to two of the dearer
+       switch, and pays for what switching took: it goes below zero by
+       what a switch took over its price.  So the time the VM spends
+       switching is at most ``budget_ppm`` of its wall time, plus two
+       switches at ``switch_ns``, plus what its switches took over their
+       prices.
 
     A switch whose stay did not save a round trip doubles ``backoff`` (at
     most BACKOFF_MAX); one that did halves it.  Without a guard the engine
@@ -356,20 +389,33 @@ class Engine:
         self.lead = self.regret = self.gain = self.paid = 0
         self.run_ns = 0
         self.backoff = 1
+        self.margin = 1
         self.switched = False
+        self.seen = [0, 0]               # per mode: the last switch into it
+        self.acc = 0                     # measured since the last switch
+        self.owed = 0                    # its price not yet measured
+        self.charging = False            # the last switch was the engine's
+        self.sized = 0                   # into shadow, by the VM's memory
         self.credit = 2 * guard.switch_ns if guard else 0
 
     def keep_credit(self, credit):
         """Replacing an engine (new thresholds or prices) starts a new
         ledger but not new credit: keep at most the ``credit`` the old one
         had left.  Credit is what bounds the VM's switches, and whoever may
-        change the set would otherwise buy two switches with each change."""
+        change the set would otherwise buy two switches with each change.
+        (What the VM's switches took is measured anew: a switch into shadow
+        mode is priced by the VM's memory meanwhile.)"""
         self.credit = min(self.credit, credit)
 
     def reset(self, mode=None):
-        """Forget the window, e.g. after a switch forced from outside."""
-        if mode is not None:
+        """Forget the window, e.g. after a switch forced from outside.
+        What a switch from outside takes prices the next switch the same
+        way, but is not charged: the credit and the regret are the
+        engine's."""
+        if mode is not None and Mode(mode) != self.mode:
             self.mode = Mode(mode)
+            self.acc = self.owed = 0
+            self.charging = False
         self.window.clear()
 
     def _account(self, sample, elapsed_ns):
@@ -389,14 +435,38 @@ class Engine:
         self.paid = _clamp(self.paid + there - here)
         self.run_ns = min(self.run_ns + elapsed_ns, LEDGER_MAX)
 
+    def _measured(self, switching_ns):
+        """What switching took since the last step: what the switch into
+        the current mode costs, and, if the engine made it, charged past
+        what its price already charged."""
+        self.acc = min(self.acc + switching_ns, METRIC_MAX)
+        self.seen[self.mode] = self.acc
+        if not self.charging:
+            return
+        extra = max(switching_ns - self.owed, 0)
+        self.owed = max(self.owed - switching_ns, 0)
+        extra = min(extra, METRIC_MAX)
+        self.credit = _clamp(self.credit - extra)
+        if self.guard.priced:
+            self.regret = _clamp(self.regret + extra)
+
+    def price(self, mode):
+        """What a switch into ``mode`` is priced at."""
+        price = max(self.guard.switch_ns, self.seen[mode])
+        return max(price, self.sized) if mode == Mode.SHADOW else price
+
+    def round_trip(self):
+        return self.price(Mode.HAP) + self.price(Mode.SHADOW)
+
     def _switch(self, target, rule):
         g = self.guard
         if g is not None:
-            self.credit -= g.switch_ns
+            price = self.price(target)
+            self.credit = _clamp(self.credit - price)
             if g.priced:
-                self.regret = _clamp(self.regret + g.switch_ns)
+                self.regret = _clamp(self.regret + price)
                 if self.switched:
-                    if self.paid < 2 * g.switch_ns:
+                    if self.paid < self.round_trip():
                         self.backoff = min(2 * self.backoff, BACKOFF_MAX)
                     else:
                         self.backoff = max(self.backoff // 2, 1)
@@ -404,61 +474,74 @@ class Engine:
             self.switched = True
         self.last_rule = rule
         self.reset(target)
+        if g is not None:
+            self.owed = price
+            self.charging = True
         return self.mode
 
     def _vetoed(self, target):
         """Why the guard keeps a switch Figure 5 wants, or None."""
         g = self.guard
         if g.priced:
-            if self.gain < 2 * self.backoff * g.switch_ns:
+            if self.gain < self.backoff * self.round_trip():
                 return Rule.UNPAID
-            if self.regret + g.switch_ns > self.budget_ns():
+            if self.regret + self.price(target) > self.budget_ns():
                 return Rule.OVER_BUDGET
-        if self.credit < self._price(target):
+        if self.credit < self._credit_needed(target):
             return Rule.RATE_LIMIT
         return None
 
-    def _price(self, target):
+    def _credit_needed(self, target):
         """Credit a switch to ``target`` needs: a switch away from the
         cheaper static mode keeps enough for the way back to it."""
-        s = self.guard.switch_ns
-        return s if target == self.leader() else 2 * s
+        if target == self.leader():
+            return self.price(target)
+        return self.round_trip()
 
     def budget_ns(self):
         return _scaled_ratio(max(self.run_ns, BUDGET_FLOOR_NS),
                              self.guard.budget_ppm, PPM)
 
-    def leader(self):
-        """The static mode cheaper by more than a switch so far, or None."""
-        s = self.guard.switch_ns
-        if self.lead > s:
+    def leader(self, margin=1):
+        """The static mode cheaper so far by more than ``margin`` switches
+        into it, or None."""
+        if self.lead > margin * self.price(Mode.SHADOW):
             return Mode.SHADOW
-        if self.lead < -s:
+        if -self.lead > margin * self.price(Mode.HAP):
             return Mode.HAP
         return None
 
-    def step(self, sample, elapsed_ns=0):
-        """Feed one interval's Sample and the interval's length in ns (the
-        guard's clock); return the Mode to run next."""
+    def step(self, sample, elapsed_ns=0, switching_ns=0, memory_mib=0):
+        """Feed one interval's Sample, the interval's length in ns (the
+        guard's clock), the time the VM's switches took in it, as
+        measured (ns), and the VM's memory (MiB); return the Mode to run
+        next."""
         g = self.guard
         if g is not None:
-            if not (isinstance(elapsed_ns, int) and 0 <= elapsed_ns
-                    <= U64_MAX):
-                raise ValueError('elapsed_ns must be a u64, got %r'
-                                 % (elapsed_ns,))
+            for name, value in (('elapsed_ns', elapsed_ns),
+                                ('switching_ns', switching_ns),
+                                ('memory_mib', memory_mib)):
+                if not (isinstance(value, int) and 0 <= value <= U64_MAX):
+                    raise ValueError('%s must be a u64, got %r'
+                                     % (name, value))
+            self.sized = _scaled_ratio(memory_mib, g.switch_ns_per_gib, 1024)
+            if switching_ns:
+                self._measured(switching_ns)
+            cap = 2 * max(self.price(Mode.HAP), self.price(Mode.SHADOW))
             self.credit = min(self.credit + _scaled_ratio(
-                elapsed_ns, g.budget_ppm, PPM), 2 * g.switch_ns)
+                elapsed_ns, g.budget_ppm, PPM), cap)
         if not sample.valid:
             self.last_rule = Rule.NO_DATA
             return self.mode
         if g is not None and g.priced:
             self._account(sample, elapsed_ns)
             if self.regret > self.budget_ns():
-                leader = self.leader()
+                leader = self.leader(self.margin)
                 if leader is not None and leader != self.mode:
-                    if self.credit < self._price(leader):
+                    if self.credit < self._credit_needed(leader):
                         self.last_rule = Rule.RATE_LIMIT
                         return self.mode
+                    self.margin = min(2 * self.margin, MARGIN_MAX)
                     return self._switch(leader, Rule.REGRET_LEADER)
         self.window.append(sample)
         if len(self.window) < self.history:

@@ -207,6 +207,8 @@ class VmModel:
         self._switched = False            # switched between two samples
         self._walking = False             # walk events were named
         self._sampled_at = host.clock()   # the timer's last sample
+        self._switching_at = 0            # time_switching_ns then
+        self.memory_mib = 0               # its memslots, for the guard
         self._holds_rmaps = False         # what shadow paging allocated
         self._hap_since = host.clock()
         self.engine = None
@@ -309,6 +311,8 @@ class VmModel:
         self.policy = policy
         if policy == vocabulary.ADAPTIVE:
             self.engine.reset(dsp.Mode.parse(self.mode))
+            # Switches made under another policy are not the engine's.
+            self._switching_at = self.stats['time_switching_ns']
         else:
             self.switch(policy)
 
@@ -345,7 +349,8 @@ class VmModel:
             _fail(spec.EPERM, 'counter injection is off (%s=N)'
                   % spec.PARAM_INJECT)
         # An injected sample is one nominal interval long.
-        self.sample(*counts, pf_source='inject', elapsed_ns=dsp.U64_MAX)
+        self.sample(*counts, pf_source=spec.PF_SOURCE_INJECT,
+                    elapsed_ns=dsp.U64_MAX)
 
     # -- the sampling timer ------------------------------------------------
     def guest_faults(self, intercepted, elapsed_ns):
@@ -439,8 +444,14 @@ class VmModel:
 
         ``instructions`` and ``tlb_misses`` are None without a PMU.  The
         guard's clock is ``elapsed_ns``, at most the nominal interval, so
-        extra samples do not mint switch credit.
+        extra samples do not mint switch credit.  The engine also gets
+        what the VM's switches took since the last sample (an injected
+        sample's took nothing: it is the test's) and the VM's memory.
         """
+        switching = self.stats['time_switching_ns']
+        took = (0 if pf_source == spec.PF_SOURCE_INJECT
+                else switching - self._switching_at)
+        self._switching_at = switching
         s = dsp.Sample.from_counts(instructions, tlb_misses, page_faults)
         self.stats.update(
             samples=self.stats['samples'] + 1, pf_source=pf_source,
@@ -451,7 +462,8 @@ class VmModel:
         if self.policy != vocabulary.ADAPTIVE:
             return None
         nominal = self.effective_thresholds().interval_ms * 10 ** 6
-        target = str(self.engine.step(s, min(elapsed_ns, nominal)))
+        target = str(self.engine.step(s, min(elapsed_ns, nominal), took,
+                                      self.memory_mib))
         self.stats.update(last_rule=int(self.engine.last_rule),
                           last_htlb=self.engine.last_htlb,
                           last_hpt=self.engine.last_hpt)

@@ -10,7 +10,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""The host switching interface, version 3: names, formats, error codes.
+"""The host switching interface, version 4: names, formats, error codes.
 
 The normative text is ``kvm-patch/Documentation/paging-switch-abi.rst``;
 this module is its machine-readable half, used by the agent, the
@@ -26,7 +26,7 @@ from nova_adaptive_paging import dsp
 from nova_adaptive_paging import exception
 from nova_adaptive_paging import vocabulary
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 # Host-wide, under <root>/sys/module/kvm/parameters/.
 PARAMS_DIR = 'sys/module/kvm/parameters'
@@ -115,14 +115,16 @@ POLICIES = vocabulary.POLICIES
 MODES = vocabulary.MODES
 # Where a sample's page faults came from; none: the sample had no data.
 PF_SOURCE_NONE = 'none'
-PF_SOURCES = (PF_SOURCE_NONE, 'user', 'intercept', 'inject')
+PF_SOURCE_INJECT = 'inject'
+PF_SOURCES = (PF_SOURCE_NONE, 'user', 'intercept', PF_SOURCE_INJECT)
 
 INTERVAL_MS_RANGE = (100, 3600 * 1000)
 # A guest page fault takes a vCPU at least this long: a fed count beyond
 # it in an interval is cut there (and counted in guest_faults_clamped).
 GUEST_FAULT_MIN_NS = 100
 # Version 2's keys, all required; version 3 adds the switch guard's, which
-# default to dsp.Guard()'s (no per-event costs: the guard caps the rate).
+# default to dsp.Guard()'s (no per-event costs: the guard caps the rate),
+# and version 4 its price of a switch into shadow per GiB of the VM.
 REQUIRED_THRESHOLD_KEYS = dsp.Thresholds.FIELDS + ('history', 'interval_ms')
 THRESHOLD_KEYS = REQUIRED_THRESHOLD_KEYS + dsp.Guard.FIELDS
 

@@ -25,7 +25,10 @@ The model (doc/source/simulation.rst has the full statement):
 * ``adaptive`` samples every ``interval`` seconds of *simulated* time (so
   a slower mode covers less of the trace per sample), feeds the counter
   deltas it could observe to :class:`nova_adaptive_paging.dsp.Engine`
-  and runs the mode the engine returns from the next interval on.
+  and runs the mode the engine returns from the next interval on.  The
+  next sample carries what the switch took, as the kernel measures it
+  (``time_switching_ns``), and every sample the guest's memory, which the
+  model takes to be the working set (the kernel counts its memslots).
 * ``oracle`` knows the whole trace: it cuts the trace into pieces of
   ``interval`` seconds of native time and picks the cheapest sequence of
   modes, switching costs included (dynamic programming).  It may start
@@ -98,6 +101,7 @@ class Replay:
         switches = 0
         i, off = 0, 0.0                  # row, native seconds into it
         prev = (0, 0, 0)
+        switched_ns = 0                  # the last switch, as measured
         while True:
             budget = interval
             rate = self.rate[mode]
@@ -123,12 +127,17 @@ class Replay:
             sample = dsp.Sample.from_counts(cur[0] - prev[0],
                                             cur[1] - prev[1], faults)
             prev = cur
-            target = int(engine.step(sample, interval_ns))
+            memory = int(self.trace.working_set_mib[min(i, n - 1)])
+            target = int(engine.step(sample, interval_ns, switched_ns,
+                                     memory))
+            switched_ns = 0
             if timeline is not None:
                 timeline.append((in_mode[0] + in_mode[1] + switching,
                                  mode, sample))
             if target != mode:
-                switching += self._switch_s(target, i)
+                took = self._switch_s(target, i)
+                switching += took
+                switched_ns = int(round(took * 1e9))
                 switches += 1
                 mode = target
         return {'time_s': in_mode[0] + in_mode[1] + switching,

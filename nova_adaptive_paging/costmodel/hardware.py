@@ -85,7 +85,9 @@ class Hardware:
 
     def guard(self):
         """The switch guard's prices on this hardware (a dsp.Guard): a
-        switch is the dearer direction at the reference working set."""
+        switch is the dearer direction at the reference working set, and
+        one into shadow mode costs its part per MiB for each MiB of the
+        VM's memory."""
         return dsp.Guard(
             tlb_cost_ps=max(0, round(self.extra_cost_s(
                 vocabulary.HAP, vocabulary.EVENT_TLB_MISS) * 1e12)),
@@ -93,7 +95,9 @@ class Hardware:
                 vocabulary.SHADOW, vocabulary.EVENT_PAGE_FAULT) * 1e12)),
             switch_cost_ns=round(max(
                 self.switch_s(m, self.reference_working_set_mib)
-                for m in MODES) * 1e9))
+                for m in MODES) * 1e9),
+            switch_ns_per_gib=round(
+                self.switch_cost_ns['to_shadow_per_mib'] * 1024))
 
     def switch_s(self, to_mode, working_set_mib):
         """Seconds one switch into ``to_mode`` takes (modeled)."""

@@ -129,6 +129,7 @@ class SimVm:
             vocabulary.HAP if host.model.tdp else vocabulary.SHADOW,
             spec_.can_hap, spec_.can_shadow, True)
         self.model.vcpus = spec_.vcpus
+        self.model.memory_mib = spec_.memory_mib
         self.model.sampled_from(start_ns)
         self._schedule(start_ns)
 

@@ -7,14 +7,18 @@
  *   v TU TL PU PL PTU PTL              -> 0|1     (thresholds_valid)
  *   d MODE FTLB FPF CPT HTLB HPT T*6   -> MODE RULE
  *   s INSNS TLB PF HAVE                -> INSNS FTLB FPF PT
- *   g TLBPS PFPS SWNS PPM              -> 0|1     (guard_valid)
- *   i HISTORY MODE T*6 G*4             -> 0|1     (engine_init)
+ *   g TLBPS PFPS SWNS PPM SWGIB        -> 0|1     (guard_valid)
+ *   i HISTORY MODE T*6 G*5             -> 0|1     (engine_init)
+ *   K CREDIT                           -> CREDIT  (engine_keep_credit)
  *   R MODE                             -> MODE    (engine_reset)
- *   e INSNS TLB PF HAVE NS             -> STEP    (step, counts)
- *   E INSNS FTLB FPF PT TLB PF NS      -> STEP    (step, sample)
+ *   e INSNS TLB PF HAVE NS SW MIB      -> STEP    (step, counts)
+ *   E INSNS FTLB FPF PT TLB PF NS SW MIB -> STEP  (step, sample)
  *
  * where STEP is "MODE RULE HTLB HPT" and the guard's ledger: "REGRET LEAD
- * GAIN PAID RUN CREDIT BACKOFF".
+ * GAIN PAID RUN CREDIT BACKOFF MARGIN SEEN_HAP SEEN_SHADOW ACC OWED SIZED
+ * CHARGING".
+ * CREDIT is signed; requests carry it as a decimal that may start with
+ * "-".
  *
  * The last line printed is "divisions N": how many quotients reached
  * mul_u64_u64_div_u64() (the shim aborts on one that would fault).
@@ -48,6 +52,7 @@ static void guard(struct kvm_dsp_guard *g, const u64 *v)
 	g->pf_cost_ps = v[1];
 	g->switch_cost_ns = v[2];
 	g->budget_ppm = v[3];
+	g->switch_ns_per_gib = v[4];
 }
 
 static void thresholds(struct kvm_dsp_thresholds *t, const u64 *v)
@@ -62,12 +67,15 @@ static void thresholds(struct kvm_dsp_thresholds *t, const u64 *v)
 
 static void step(const struct kvm_dsp_engine *e, enum kvm_dsp_mode mode)
 {
-	printf("%d %d %llu %llu %lld %lld %lld %lld %llu %llu %u\n", mode,
-	       e->last_rule, (unsigned long long)e->last_htlb,
+	printf("%d %d %llu %llu %lld %lld %lld %lld %llu %lld %u %u %llu %llu %llu %llu %llu %d\n",
+	       mode, e->last_rule, (unsigned long long)e->last_htlb,
 	       (unsigned long long)e->last_hpt, (long long)e->regret,
 	       (long long)e->lead, (long long)e->gain, (long long)e->paid,
-	       (unsigned long long)e->run_ns, (unsigned long long)e->credit,
-	       e->backoff);
+	       (unsigned long long)e->run_ns, (long long)e->credit,
+	       e->backoff, e->margin, (unsigned long long)e->seen[0],
+	       (unsigned long long)e->seen[1], (unsigned long long)e->acc,
+	       (unsigned long long)e->owed, (unsigned long long)e->sized,
+	       e->charging);
 }
 
 int main(void)
@@ -133,13 +141,13 @@ int main(void)
 			       (unsigned long long)s.pt);
 			break;
 		case 'g':
-			if (parse(args, v, 4))
+			if (parse(args, v, 5))
 				goto bad;
 			guard(&g, v);
 			printf("%d\n", kvm_dsp_guard_valid(&g));
 			break;
 		case 'i':
-			if (parse(args, v, 12))
+			if (parse(args, v, 13))
 				goto bad;
 			thresholds(&t, v + 2);
 			guard(&g, v + 8);
@@ -149,8 +157,9 @@ int main(void)
 		case 'K':
 			if (parse(args, v, 1))
 				goto bad;
-			kvm_dsp_engine_keep_credit(&engine, v[0]);
-			printf("%llu\n", (unsigned long long)engine.credit);
+			/* strtoull() reads "-N" as 2^64 - N: the s64 -N. */
+			kvm_dsp_engine_keep_credit(&engine, (s64)v[0]);
+			printf("%lld\n", (long long)engine.credit);
 			break;
 		case 'R':
 			if (parse(args, v, 1))
@@ -159,15 +168,16 @@ int main(void)
 			printf("%d\n", engine.mode);
 			break;
 		case 'e':
-			if (parse(args, v, 5))
+			if (parse(args, v, 7))
 				goto bad;
 			kvm_dsp_sample_from_counts(&s, v[0], v[1], v[2],
 						   (unsigned int)v[3]);
-			mode = kvm_dsp_engine_step(&engine, &s, v[4]);
+			mode = kvm_dsp_engine_step(&engine, &s, v[4], v[5],
+						   v[6]);
 			step(&engine, mode);
 			break;
 		case 'E':
-			if (parse(args, v, 7))
+			if (parse(args, v, 9))
 				goto bad;
 			s.instructions = v[0];
 			s.ftlb = v[1];
@@ -175,7 +185,8 @@ int main(void)
 			s.pt = v[3];
 			s.tlb_misses = v[4];
 			s.page_faults = v[5];
-			mode = kvm_dsp_engine_step(&engine, &s, v[6]);
+			mode = kvm_dsp_engine_step(&engine, &s, v[6], v[7],
+						   v[8]);
 			step(&engine, mode);
 			break;
 		default:

@@ -312,11 +312,13 @@ def guard(rng):
         # 1 ns an event and the cheapest switch: counts on the ledger's
         # own boundaries (below) make its comparisons meet equality.
         return dsp.Guard(1000, 1000, rng.choice((0, dsp.SWITCH_COST_MIN_NS)),
-                         rng.choice((10, 20, 1000, dsp.PPM)))
+                         rng.choice((10, 20, 1000, dsp.PPM)),
+                         rng.choice((0, 1024, dsp.SWITCH_COST_MIN_NS)))
     return dsp.Guard(guard_value(rng, 10 ** 4), guard_value(rng, 10 ** 7),
                      guard_value(rng, 10 ** 7),
                      rng.choice((0, 1, 5000, 5000, 50000, dsp.PPM,
-                                 rng.randrange(dsp.PPM + 1))))
+                                 rng.randrange(dsp.PPM + 1))),
+                     guard_value(rng, 3 * 10 ** 7))
 
 
 def guard_requests(rng, n):
@@ -325,6 +327,8 @@ def guard_requests(rng, n):
                   for _ in range(3)]
         values.append(rng.choice((0, dsp.PPM, dsp.PPM + 1, U64,
                                   rng.randrange(2 * dsp.PPM))))
+        values.append(rng.choice((0, 1, MAX, MAX + 1, U64,
+                                  rng.getrandbits(49))))
         try:
             dsp.Guard(*values)
             ok = 1
@@ -342,11 +346,40 @@ def elapsed(rng):
     return rng.getrandbits(rng.randrange(1, 64))
 
 
+def switching(rng, engine, directed):
+    """What the VM's switches took in an interval: mostly nothing; after
+    a switch, about its price (less, so that the price stays owed, or
+    far more, a guest bigger than the price says); the edges of u64."""
+    pick = rng.random()
+    if directed:
+        return (dsp.SWITCH_COST_MIN_NS // 2) * rng.randrange(5) if (
+            pick < 0.3) else 0
+    if pick < 0.6:
+        return 0
+    if pick < 0.9:
+        price = engine.price(engine.mode) if engine.guard else 10 ** 7
+        return max(int(price * rng.choice((0.3, 0.99, 1, 1.01, 2, 60))), 1)
+    return rng.choice((1, MAX, MAX + 1, 1 << 62, U64, rng.getrandbits(64)))
+
+
+def memory(rng, directed):
+    """A VM's memory, in MiB: a guest's sizes, a size that prices a switch
+    on the ledger's grid of half switches (directed runs), the edges."""
+    pick = rng.random()
+    if directed:
+        return rng.choice((0, 512, 1024, 2048))
+    if pick < 0.9:
+        return rng.choice((0, 512, 4096, 65536, 1 << 19))
+    return rng.choice((1, U64, 1 << 62, rng.getrandbits(64)))
+
+
 def step_answer(engine, got):
-    return '%d %d %d %d %d %d %d %d %d %d %d' % (
-        got, engine.last_rule, engine.last_htlb, engine.last_hpt,
+    return ' '.join(map(str, (
+        int(got), int(engine.last_rule), engine.last_htlb, engine.last_hpt,
         engine.regret, engine.lead, engine.gain, engine.paid,
-        engine.run_ns, engine.credit, engine.backoff)
+        engine.run_ns, engine.credit, engine.backoff, engine.margin,
+        engine.seen[0], engine.seen[1], engine.acc, engine.owed,
+        engine.sized, int(engine.charging))))
 
 
 def engine_run(rng):
@@ -376,9 +409,11 @@ def engine_run(rng):
             yield 'R %d' % mode, str(mode)
             continue
         if pick < 0.04:
-            # What a replaced engine had left, around the credit's range.
-            credit = rng.choice((0, 1, engine.credit, engine.credit + 1,
-                                 rng.getrandbits(40), U64))
+            # What a replaced engine had left, around the credit's range
+            # (below zero after a switch that took more than its price).
+            credit = rng.choice((0, 1, -1, engine.credit, engine.credit + 1,
+                                 -rng.getrandbits(40), rng.getrandbits(40),
+                                 dsp.LEDGER_MAX, -dsp.LEDGER_MAX))
             engine.keep_credit(credit)
             yield 'K %d' % credit, str(engine.credit)
             continue
@@ -393,7 +428,10 @@ def engine_run(rng):
             else:
                 insns, tlb, pf = counts(rng)
             flags = have(rng)
-            line = 'e %d %d %d %d %d' % (insns, tlb, pf, flags, ns)
+            sw = switching(rng, engine, directed)
+            mib = memory(rng, directed)
+            line = 'e %d %d %d %d %d %d %d' % (insns, tlb, pf, flags, ns,
+                                               sw, mib)
             sample = py_sample(insns, tlb, pf, flags)
         else:
             insns = 0 if rng.random() < 0.05 else rng.randrange(1, 1 << 40)
@@ -410,10 +448,12 @@ def engine_run(rng):
                 near(rng, rng.choice((t.tlb_upper, t.tlb_lower, 0))),
                 near(rng, rng.choice((t.pf_upper, t.pf_lower))),
                 near(rng, rng.choice((t.pt_upper, t.pt_lower))), tlb, pf)
-            line = 'E %d %d %d %d %d %d %d' % (
+            sw = switching(rng, engine, directed)
+            mib = memory(rng, directed)
+            line = 'E %d %d %d %d %d %d %d %d %d' % (
                 sample.instructions, sample.ftlb, sample.fpf, sample.pt,
-                tlb, pf, ns)
-        got = engine.step(sample, ns)
+                tlb, pf, ns, sw, mib)
+        got = engine.step(sample, ns, sw, mib)
         yield line, step_answer(engine, got)
 
 
@@ -451,6 +491,14 @@ def test_c_decision_matches_python(drivers, variant):
     rules = {int(want.split()[1]) for req, want in pairs
              if req[0] in 'dEe'}
     assert rules == set(int(r) for r in dsp.Rule)
+    # What switches took and the leader's margin were exercised: credit
+    # below zero, a price still owed, both modes' switches measured, the
+    # leader followed after its margin had doubled twice.
+    steps = [[int(f) for f in want.split()] for req, want in pairs
+             if req[0] in 'eE']
+    assert any(s[9] < 0 for s in steps) and any(s[15] for s in steps)
+    assert any(s[12] and s[13] for s in steps)
+    assert any(s[1] == dsp.Rule.REGRET_LEADER and s[11] > 2 for s in steps)
     ratios = [int(want) for req, want in pairs if req[0] == 'r']
     assert MAX in ratios and any(0 < r < MAX for r in ratios)
     # A perf counter's interval: no data (starved or reopened), scaled

@@ -34,7 +34,7 @@ from tests.kernel import kpatch
 
 MUTATION = os.environ.get('NAP_KERNEL_MUTATION') == '1'
 NOOP_SWITCH = os.path.join(kpatch.KVM_PATCH, 'mutations', 'noop-switch.patch')
-# vcpu_paging_assert() of the selftests' library (patch 28).
+# vcpu_paging_assert() of the selftests' library (patch 30).
 VCPU_AT_HAP = re.compile(r'vCPU \d+ runs in hap mode, not shadow '
                          r'\(paging_shadow\)')
 # paging_mode_test's own check (patch 16), at its first switch.

@@ -63,10 +63,13 @@ def decide(mode, metrics, thresholds):
 class Guard(object):
     """The switch guard as doc/source/simulation.rst states it, kept as
     running totals (what static hap, static shadow and this run have cost,
-    in whole ns) rather than dsp.Engine's differences.  The ledger's
-    saturation at 2^62 ns is not modeled: no test runs that long."""
+    in whole ns) rather than dsp.Engine's differences, and a switch's
+    charge as the larger of its price and what it took, rather than
+    dsp.Engine's price owed.  The ledger's saturation at 2^62 ns is not
+    modeled: no test runs that long."""
 
     MIN_SWITCH_NS, FLOOR_NS, BACKOFF_MAX = 10 ** 6, 100 * 10 ** 9, 64
+    MARGIN_MAX, MEASURED_MAX = 2 ** 13, 2 ** 48 - 1
 
     def __init__(self, guard):
         self.g = guard
@@ -77,14 +80,46 @@ class Guard(object):
         self.time_ns = 0
         self.credit = 2 * self.switch_ns
         self.backoff = 1
+        self.margin = 1
         self.switched = False
+        self.took = {HAP: 0, SHADOW: 0}    # the last switch into each mode
+        self.by_memory = 0                 # a switch into shadow, by size
+        # The engine's own last switch, while what it took comes in: its
+        # price (charged when made) and what it has taken so far.
+        self.mine = None
 
     def priced(self):
         return self.g.tlb_cost_ps or self.g.pf_cost_ps
 
-    def tick(self, elapsed_ns):
+    def price(self, mode):
+        floor = max(self.switch_ns, self.took[mode])
+        return max(floor, self.by_memory) if mode == SHADOW else floor
+
+    def round_trip(self):
+        return self.price(HAP) + self.price(SHADOW)
+
+    def tick(self, mode, elapsed_ns, switching_ns, memory_mib):
+        self.by_memory = min(memory_mib * self.g.switch_ns_per_gib // 1024,
+                             self.MEASURED_MAX)
+        if switching_ns:
+            # What switching took is the switch into the mode the VM is in.
+            self.took[mode] = min(self.took[mode] + switching_ns
+                                  if self.took_since else switching_ns,
+                                  self.MEASURED_MAX)
+            self.took_since = True
+            if self.mine is not None:
+                before = max(self.mine[0], self.mine[1])
+                self.mine[1] += switching_ns
+                charge = min(max(self.mine[0], self.mine[1]) - before,
+                             self.MEASURED_MAX)
+                self.credit -= charge
+                if self.priced():
+                    self.total['run'] += charge
         self.credit = min(self.credit + elapsed_ns * self.g.budget_ppm
-                          // 10 ** 6, 2 * self.switch_ns)
+                          // 10 ** 6, 2 * max(self.price(HAP),
+                                              self.price(SHADOW)))
+
+    took_since = False
 
     def account(self, mode, sample, elapsed_ns):
         cost = {HAP: sample.tlb_misses * self.g.tlb_cost_ps // 1000,
@@ -105,41 +140,54 @@ class Guard(object):
         return (max(self.time_ns, self.FLOOR_NS) * self.g.budget_ppm
                 // 10 ** 6)
 
-    def leader(self):
+    def leader(self, margin=1):
         lead = self.total[HAP] - self.total[SHADOW]
-        if lead > self.switch_ns:
+        if lead > margin * self.price(SHADOW):
             return SHADOW
-        if lead < -self.switch_ns:
+        if -lead > margin * self.price(HAP):
             return HAP
         return None
 
-    def price(self, target):
-        return self.switch_ns * (1 if target == self.leader() else 2)
+    def needed(self, target):
+        """Credit a switch needs: its price to the leader, else the way
+        back too."""
+        if target == self.leader():
+            return self.price(target)
+        return self.round_trip()
 
     def veto(self, target):
         """Rule 10, 11 or 12 of dsp.Rule if the switch is kept, or None."""
         if self.priced():
-            if self.gain < 2 * self.backoff * self.switch_ns:
+            if self.gain < self.backoff * self.round_trip():
                 return 10
-            if self.regret() + self.switch_ns > self.budget():
+            if self.regret() + self.price(target) > self.budget():
                 return 11
-        if self.credit < self.price(target):
+        if self.credit < self.needed(target):
             return 12
         return None
 
     def switch(self, old, new):
-        self.credit -= self.switch_ns
+        price = self.price(new)
+        self.credit -= price
         if self.priced():
-            self.total['run'] += self.switch_ns
+            self.total['run'] += price
             if self.switched:
-                paid = self.since[old] - self.since[new]
-                if paid < 2 * self.switch_ns:
+                paid = self.since[new] - self.since[old]
+                if paid < self.round_trip():
                     self.backoff = min(2 * self.backoff, self.BACKOFF_MAX)
                 else:
                     self.backoff = max(self.backoff // 2, 1)
         self.since = {HAP: 0, SHADOW: 0}
         self.gain = 0
         self.switched = True
+        self.mine = [price, 0]
+        self.took_since = False
+
+    def forced(self):
+        """A switch from outside: it prices the next one, charges
+        nothing."""
+        self.mine = None
+        self.took_since = False
 
 
 class Engine(object):
@@ -165,21 +213,29 @@ class Engine(object):
             self.guard.switch(self.mode, mode)
         self.mode, self.window = mode, []
 
-    def step(self, sample, elapsed_ns=0):
+    def reset(self, mode):
+        """A switch from outside (or none, to the same mode): the window
+        restarts."""
+        if self.guard is not None and str(mode) != self.mode:
+            self.guard.forced()
+        self.mode, self.window = str(mode), []
+
+    def step(self, sample, elapsed_ns=0, switching_ns=0, memory_mib=0):
         g = self.guard
         if g is not None:
-            g.tick(elapsed_ns)
+            g.tick(self.mode, elapsed_ns, switching_ns, memory_mib)
         if not sample.instructions:
             self.last_rule = 9
             return self.mode
         if g is not None and g.priced():
             g.account(self.mode, sample, elapsed_ns)
-            leader = g.leader()
+            leader = g.leader(g.margin)
             if (g.regret() > g.budget() and leader is not None
                     and leader != self.mode):
-                if g.credit < g.price(leader):
+                if g.credit < g.needed(leader):
                     self.last_rule = 12
                     return self.mode
+                g.margin = min(2 * g.margin, g.MARGIN_MAX)
                 self._switch(leader)
                 self.last_rule = 13
                 return self.mode

@@ -50,7 +50,8 @@ def test_threshold_line_round_trip():
     line = ('tlb_upper=10000 tlb_lower=100 pf_upper=5000000 '
             'pf_lower=100000 pt_upper=200000 pt_lower=150000 history=3 '
             'interval_ms=5000 tlb_cost_ps=4000 pf_cost_ps=10000000 '
-            'switch_cost_ns=28648000 budget_ppm=5000\n')
+            'switch_cost_ns=28648000 budget_ppm=5000 '
+            'switch_ns_per_gib=27648000\n')
     assert spec.ThresholdSet.from_profile(profiles.builtin()).format() == \
         line
     assert spec.ThresholdSet.parse(line).format() == line
@@ -58,17 +59,20 @@ def test_threshold_line_round_trip():
 
 def test_a_version_2_line_keeps_its_meaning():
     """A set without the guard's keys (as version 2 wrote it) is taken,
-    with no per-event costs (the guard then only caps the rate) and the
-    default budget; read back, it names every key."""
+    with no per-event costs (the guard then only caps the rate), the
+    default budget and no price per GiB (version 3 wrote none); read
+    back, it names every key."""
     v2 = ('tlb_upper=10000 tlb_lower=100 pf_upper=5000000 '
           'pf_lower=100000 pt_upper=200000 pt_lower=150000 history=3 '
           'interval_ms=5000')
     got = spec.ThresholdSet.parse(v2)
     assert got.guard == dsp.Guard() and not got.guard.priced
     assert got.format() == (v2 + ' tlb_cost_ps=0 pf_cost_ps=0 '
-                            'switch_cost_ns=0 budget_ppm=5000\n')
+                            'switch_cost_ns=0 budget_ppm=5000 '
+                            'switch_ns_per_gib=0\n')
     for bad in (' budget_ppm=1000001', ' tlb_cost_ps=281474976710656',
-                ' budget_ppm=5 budget_ppm=5', ' switch_cost_ns=-1'):
+                ' budget_ppm=5 budget_ppm=5', ' switch_cost_ns=-1',
+                ' switch_ns_per_gib=281474976710656'):
         with pytest.raises(spec.AbiFormatError):
             spec.ThresholdSet.parse(v2 + bad)
 

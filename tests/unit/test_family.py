@@ -21,6 +21,7 @@ import statistics
 import pytest
 
 from nova_adaptive_paging import dsp
+from nova_adaptive_paging import vocabulary
 from nova_adaptive_paging.costmodel import evaluator
 from nova_adaptive_paging.costmodel import family
 from nova_adaptive_paging.costmodel import hardware
@@ -128,6 +129,29 @@ def test_the_guard_keeps_every_member_within_the_promise(calibrated):
                                    profile.interval_s)
             unguarded.append(bare['time_s'] / best - 1)
     assert max(unguarded) > 5 * assess.GOAL_REGRET
+
+
+def test_at_any_guest_size_switching_takes_a_share_of_the_run(calibrated):
+    """A switch into shadow mode rebuilds the guest's memory (at_size): at
+    512 GiB it takes seconds, where the profile prices a switch of its
+    reference guest at tens of ms.  At any size, the time the VM spends
+    switching is at most budget_ppm of the run, plus the two switches of
+    credit it starts with, plus what one switch took beyond its price
+    (doc/source/simulation.rst, "What switching costs")."""
+    hw, profile = calibrated[0]
+    guard = profile.guard
+    for gib in (1, 64, 512):
+        one = hw.switch_s(vocabulary.SHADOW, gib * 1024)
+        for base in family.unit_family()[:6]:
+            trace = family.at_size(base, gib)
+            run = evaluator.Replay(trace, hw).adaptive(
+                profile.thresholds, profile.history_samples,
+                profile.interval_s, guard=guard)
+            switching = (run['time_s'] - run['time_hap_s']
+                         - run['time_shadow_s'])
+            bound = (run['time_s'] * guard.budget_ppm / dsp.PPM
+                     + 2 * guard.switch_ns * 1e-9 + one)
+            assert switching <= bound, (trace.name, switching, bound)
 
 
 def test_the_guard_does_not_switch_on_noise_or_idle(calibrated):
