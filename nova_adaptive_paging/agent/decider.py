@@ -42,6 +42,10 @@ What differs from the kernel's engine, and what an operator should know:
   from ``decision = kernel`` and back, starts it afresh, with the credit
   of two switches.  Switches made through a fixed policy are not charged
   by the kernel's guard.
+* The agent does not measure what the guest's switches take (the
+  kernel's ``time_switching_ns`` is the text interface's): a switch is
+  priced at the guard's ``switch_cost_ns`` and, into shadow mode, at
+  ``switch_ns_per_gib`` times the domain's memory, and charged that.
 * While the agent is stopped nobody decides: the guests keep the fixed
   policy it last wrote (under ``decision = kernel`` the kernel carries
   on by itself).
@@ -117,15 +121,19 @@ class Decider:
         return last is None or (
             self.clock() - last) * 1e9 >= self.intervals.nominal_ns
 
-    def step(self, instructions, tlb_misses, faults):
-        """Feed cumulative counts (None where there are none); return the
-        policy the guest is to have from now on."""
+    def step(self, instructions, tlb_misses, faults, memory_mib=0):
+        """Feed cumulative counts (None where there are none) and the
+        guest's memory; return the policy the guest is to have from now
+        on.  What the guest's switches take is not measured here (a
+        kernel without the text interface does not say): a switch is
+        priced by the guard's prices and the guest's memory alone."""
         got = self.intervals.read(instructions, tlb_misses, faults)
         if got is None:
             return self.policy
         before = self.policy
         self.engine.step(dsp.Sample.from_counts(
-            got.instructions, got.tlb_misses, got.faults), got.elapsed_ns)
+            got.instructions, got.tlb_misses, got.faults), got.elapsed_ns,
+            0, memory_mib)
         self.switches += self.policy != before
         return self.policy
 

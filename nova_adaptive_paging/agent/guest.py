@@ -59,6 +59,24 @@ class Instance:
     extra_specs: dict = None
     nova: bool = True
     vcpus: int = 1
+    # The domain's memory (what a switch into shadow mode must cover, by
+    # which the decision prices it); 0 when the XML does not say.
+    memory_mib: int = 0
+
+
+# libvirt's units of <memory> (it writes KiB), in KiB.
+_KIB = {'b': 1 / 1024, 'bytes': 1 / 1024, 'k': 1, 'KiB': 1, 'M': 1024,
+        'MiB': 1024, 'G': 1024 ** 2, 'GiB': 1024 ** 2, 'T': 1024 ** 3,
+        'TiB': 1024 ** 3}
+
+
+def _memory_mib(root):
+    node = root.find('memory')
+    try:
+        kib = int(node.text) * _KIB[node.get('unit', 'KiB')]
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return 0
+    return max(int(kib // 1024), 0)
 
 
 def read_instance(domain, uuid, xml_text):
@@ -69,9 +87,11 @@ def read_instance(domain, uuid, xml_text):
         vcpus = max(int(root.findtext('vcpu') or 1), 1)
     except ValueError:
         vcpus = 1
+    memory_mib = _memory_mib(root)
     inst = root.find('metadata/%sinstance' % _N)
     if inst is None:
-        return Instance(uuid, domain, nova=False, vcpus=vcpus)
+        return Instance(uuid, domain, nova=False, vcpus=vcpus,
+                        memory_mib=memory_mib)
     flavor = inst.find(_N + 'flavor')
     project = inst.find('%sowner/%sproject' % (_N, _N))
     root = inst.find(_N + 'root')
@@ -87,7 +107,7 @@ def read_instance(domain, uuid, xml_text):
         extra_specs=None if specs is None else {
             e.get('name'): e.text or '' for e in specs.iter(_N + 'extraSpec')
             if e.get('name')},
-        vcpus=vcpus)
+        vcpus=vcpus, memory_mib=memory_mib)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -193,7 +193,7 @@ def _decide(host, domains, health_, advice, g, vm):
             d.blind = None
             d.runs_in(vocabulary.HAP)
             health_.ok(('decide', g.domain))
-        d.step(*counts)
+        d.step(*counts, memory_mib=g.instance.memory_mib)
     _set_mode(health_, g, d, vm)
 
 

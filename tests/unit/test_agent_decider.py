@@ -24,6 +24,9 @@ import sys
 import pytest
 
 from nova_adaptive_paging.abi import spec
+from nova_adaptive_paging.agent import decider as deciderlib
+from nova_adaptive_paging.agent import guest as guestlib
+from nova_adaptive_paging import dsp
 from nova_adaptive_paging.host import perf
 from nova_adaptive_paging.host import vm as vmfiles
 from nova_adaptive_paging import profiles
@@ -248,3 +251,26 @@ def test_a_reconcile_pass_keeps_the_fault_count_it_feeds(sim):
     assert len(fed) == 18 and fed[-1] > 0
     assert fed == sorted(fed)
     assert sim.model.vms[rel].stats['guest_faults_clamped'] == 0
+
+
+def test_the_agents_decision_prices_a_switch_into_shadow_by_the_memory():
+    """The domain's <memory> (KiB, as libvirt writes it) reaches the
+    decision: a switch into shadow mode of a 64 GiB guest is priced at
+    the profile's price a GiB times 64 (intel-nehalem: 27.648 ms), not at
+    the switch of its 1 GiB reference guest."""
+    xml = ("<domain type='kvm'><name>g</name><memory unit='KiB'>%d"
+           "</memory><vcpu>2</vcpu></domain>" % (64 * 1024 * 1024))
+    inst = guestlib.read_instance('g', 'u', xml)
+    assert inst.memory_mib == 64 * 1024 and inst.vcpus == 2
+    assert guestlib.read_instance(
+        'g', 'u', '<domain><memory unit="GiB">2</memory></domain>'
+    ).memory_mib == 2048
+    assert guestlib.read_instance('g', 'u', '<domain/>').memory_mib == 0
+    now = [0.0]
+    ruleset = spec.ThresholdSet.from_profile(profiles.builtin())
+    d = deciderlib.Decider(ruleset, lambda: now[0], vocabulary.HAP)
+    for _ in range(2):
+        d.step(int(now[0] * 10 ** 9), 0, 0, memory_mib=inst.memory_mib)
+        now[0] += ruleset.interval_ms / 1000
+    assert d.engine.price(dsp.Mode.HAP) == 28648000
+    assert d.engine.price(dsp.Mode.SHADOW) == 64 * 27648000
