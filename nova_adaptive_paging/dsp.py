@@ -343,13 +343,15 @@ class Engine:
 
     A switch into a mode is priced at what the VM's last switch into that
     mode took (``seen``), never below ``switch_ns``: the time the kernel
-    measured its vCPUs switching (``switching_ns`` of :meth:`step`), which
-    grows with the guest's memory; into shadow mode, never below
-    ``switch_ns_per_gib`` times the VM's memory either (``sized``, from
-    ``memory_mib`` of :meth:`step`).  A switch is charged its price when
-    made, and what its measured time exceeds the price when that comes in
-    (``owed`` is what is left of the price): the regret and the credit
-    carry what switching took.  Then, in this order:
+    measured its vCPUs switching (``switching_ns`` of :meth:`step`) in the
+    first interval after the switch that measured any (``measuring``;
+    what later intervals measure is the guest's own paging going off and
+    on, not a switch); into shadow mode, never below ``switch_ns_per_gib``
+    times the VM's memory either (``sized``, from ``memory_mib`` of
+    :meth:`step`).  An engine-made switch is charged its price when made
+    (``owed``), and what its measured time exceeds the price when that
+    comes in: the regret and the credit carry what switching took.  Then,
+    in this order:
 
     1. regret over budget (``budget_ppm`` of the run time with data, at
        least of BUDGET_FLOOR_NS) and a static mode cheaper so far by
@@ -392,9 +394,8 @@ class Engine:
         self.margin = 1
         self.switched = False
         self.seen = [0, 0]               # per mode: the last switch into it
-        self.acc = 0                     # measured since the last switch
-        self.owed = 0                    # its price not yet measured
-        self.charging = False            # the last switch was the engine's
+        self.measuring = False           # the last switch: not yet measured
+        self.owed = 0                    # its price, if the engine made it
         self.sized = 0                   # into shadow, by the VM's memory
         self.credit = 2 * guard.switch_ns if guard else 0
 
@@ -409,13 +410,14 @@ class Engine:
 
     def reset(self, mode=None):
         """Forget the window, e.g. after a switch forced from outside.
-        What a switch from outside takes prices the next switch the same
-        way, but is not charged: the credit and the regret are the
-        engine's."""
+        A switch from outside starts a new stay (``gain`` and ``paid``
+        from 0); what it takes prices the next switch the same way, but
+        is not charged: the credit and the regret are the engine's."""
         if mode is not None and Mode(mode) != self.mode:
             self.mode = Mode(mode)
-            self.acc = self.owed = 0
-            self.charging = False
+            self.measuring = True
+            self.owed = 0
+            self.gain = self.paid = 0
         self.window.clear()
 
     def _account(self, sample, elapsed_ns):
@@ -436,16 +438,16 @@ class Engine:
         self.run_ns = min(self.run_ns + elapsed_ns, LEDGER_MAX)
 
     def _measured(self, switching_ns):
-        """What switching took since the last step: what the switch into
-        the current mode costs, and, if the engine made it, charged past
-        what its price already charged."""
-        self.acc = min(self.acc + switching_ns, METRIC_MAX)
-        self.seen[self.mode] = self.acc
-        if not self.charging:
+        """What switching took since the last step, the first time it took
+        any after a switch: what the switch into the current mode costs,
+        and, if the engine made it, charged past its price."""
+        if not self.measuring:
             return
-        extra = max(switching_ns - self.owed, 0)
-        self.owed = max(self.owed - switching_ns, 0)
-        extra = min(extra, METRIC_MAX)
+        took = min(switching_ns, METRIC_MAX)
+        self.seen[self.mode] = took
+        extra = max(took - self.owed, 0) if self.owed else 0
+        self.measuring = False
+        self.owed = 0
         self.credit = _clamp(self.credit - extra)
         if self.guard.priced:
             self.regret = _clamp(self.regret + extra)
@@ -476,7 +478,6 @@ class Engine:
         self.reset(target)
         if g is not None:
             self.owed = price
-            self.charging = True
         return self.mode
 
     def _vetoed(self, target):

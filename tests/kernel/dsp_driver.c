@@ -15,8 +15,8 @@
  *   E INSNS FTLB FPF PT TLB PF NS SW MIB -> STEP  (step, sample)
  *
  * where STEP is "MODE RULE HTLB HPT" and the guard's ledger: "REGRET LEAD
- * GAIN PAID RUN CREDIT BACKOFF MARGIN SEEN_HAP SEEN_SHADOW ACC OWED SIZED
- * CHARGING".
+ * GAIN PAID RUN CREDIT BACKOFF MARGIN SEEN_HAP SEEN_SHADOW MEASURING OWED
+ * SIZED".
  * CREDIT is signed; requests carry it as a decimal that may start with
  * "-".
  *
@@ -67,15 +67,14 @@ static void thresholds(struct kvm_dsp_thresholds *t, const u64 *v)
 
 static void step(const struct kvm_dsp_engine *e, enum kvm_dsp_mode mode)
 {
-	printf("%d %d %llu %llu %lld %lld %lld %lld %llu %lld %u %u %llu %llu %llu %llu %llu %d\n",
+	printf("%d %d %llu %llu %lld %lld %lld %lld %llu %lld %u %u %llu %llu %d %llu %llu\n",
 	       mode, e->last_rule, (unsigned long long)e->last_htlb,
 	       (unsigned long long)e->last_hpt, (long long)e->regret,
 	       (long long)e->lead, (long long)e->gain, (long long)e->paid,
 	       (unsigned long long)e->run_ns, (long long)e->credit,
 	       e->backoff, e->margin, (unsigned long long)e->seen[0],
-	       (unsigned long long)e->seen[1], (unsigned long long)e->acc,
-	       (unsigned long long)e->owed, (unsigned long long)e->sized,
-	       e->charging);
+	       (unsigned long long)e->seen[1], e->measuring,
+	       (unsigned long long)e->owed, (unsigned long long)e->sized);
 }
 
 int main(void)

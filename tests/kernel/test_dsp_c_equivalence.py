@@ -378,8 +378,8 @@ def step_answer(engine, got):
         int(got), int(engine.last_rule), engine.last_htlb, engine.last_hpt,
         engine.regret, engine.lead, engine.gain, engine.paid,
         engine.run_ns, engine.credit, engine.backoff, engine.margin,
-        engine.seen[0], engine.seen[1], engine.acc, engine.owed,
-        engine.sized, int(engine.charging))))
+        engine.seen[0], engine.seen[1], int(engine.measuring), engine.owed,
+        engine.sized)))
 
 
 def engine_run(rng):
@@ -497,6 +497,7 @@ def test_c_decision_matches_python(drivers, variant):
     steps = [[int(f) for f in want.split()] for req, want in pairs
              if req[0] in 'eE']
     assert any(s[9] < 0 for s in steps) and any(s[15] for s in steps)
+    assert any(s[14] for s in steps) and any(s[16] for s in steps)
     assert any(s[12] and s[13] for s in steps)
     assert any(s[1] == dsp.Rule.REGRET_LEADER and s[11] > 2 for s in steps)
     ratios = [int(want) for req, want in pairs if req[0] == 'r']

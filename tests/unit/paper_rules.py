@@ -84,9 +84,9 @@ class Guard(object):
         self.switched = False
         self.took = {HAP: 0, SHADOW: 0}    # the last switch into each mode
         self.by_memory = 0                 # a switch into shadow, by size
-        # The engine's own last switch, while what it took comes in: its
-        # price (charged when made) and what it has taken so far.
-        self.mine = None
+        # The last switch, until an interval measured what it took: the
+        # price it was charged when the engine made it (0: from outside).
+        self.unmeasured = None
 
     def priced(self):
         return self.g.tlb_cost_ps or self.g.pf_cost_ps
@@ -101,25 +101,21 @@ class Guard(object):
     def tick(self, mode, elapsed_ns, switching_ns, memory_mib):
         self.by_memory = min(memory_mib * self.g.switch_ns_per_gib // 1024,
                              self.MEASURED_MAX)
-        if switching_ns:
-            # What switching took is the switch into the mode the VM is in.
-            self.took[mode] = min(self.took[mode] + switching_ns
-                                  if self.took_since else switching_ns,
-                                  self.MEASURED_MAX)
-            self.took_since = True
-            if self.mine is not None:
-                before = max(self.mine[0], self.mine[1])
-                self.mine[1] += switching_ns
-                charge = min(max(self.mine[0], self.mine[1]) - before,
-                             self.MEASURED_MAX)
+        if switching_ns and self.unmeasured is not None:
+            # The first interval that took any after a switch: what the
+            # switch into the mode the VM is in took.  An engine-made
+            # switch is charged the larger of its price and that.
+            took = min(switching_ns, self.MEASURED_MAX)
+            self.took[mode] = took
+            if self.unmeasured:
+                charge = max(self.unmeasured, took) - self.unmeasured
                 self.credit -= charge
                 if self.priced():
                     self.total['run'] += charge
+            self.unmeasured = None
         self.credit = min(self.credit + elapsed_ns * self.g.budget_ppm
                           // 10 ** 6, 2 * max(self.price(HAP),
                                               self.price(SHADOW)))
-
-    took_since = False
 
     def account(self, mode, sample, elapsed_ns):
         cost = {HAP: sample.tlb_misses * self.g.tlb_cost_ps // 1000,
@@ -180,14 +176,14 @@ class Guard(object):
         self.since = {HAP: 0, SHADOW: 0}
         self.gain = 0
         self.switched = True
-        self.mine = [price, 0]
-        self.took_since = False
+        self.unmeasured = price
 
     def forced(self):
-        """A switch from outside: it prices the next one, charges
-        nothing."""
-        self.mine = None
-        self.took_since = False
+        """A switch from outside: a new stay; it prices the next switch,
+        charges nothing."""
+        self.since = {HAP: 0, SHADOW: 0}
+        self.gain = 0
+        self.unmeasured = 0
 
 
 class Engine(object):
