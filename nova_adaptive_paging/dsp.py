@@ -344,20 +344,21 @@ class Engine:
     A switch into a mode is priced at what the VM's last switch into that
     mode took (``seen``), never below ``switch_ns``: the time the kernel
     measured its vCPUs switching (``switching_ns`` of :meth:`step`) in the
-    first interval after the switch that measured any (``measuring``;
-    what later intervals measure is the guest's own paging going off and
-    on, not a switch); into shadow mode, never below ``switch_ns_per_gib``
-    times the VM's memory either (``sized``, from ``memory_mib`` of
-    :meth:`step`).  An engine-made switch is charged its price when made
-    (``owed``), and what its measured time exceeds the price when that
-    comes in: the regret and the credit carry what switching took.  Then,
-    in this order:
+    first interval after the switch in which any switching time was
+    measured (``measuring``; what later intervals measure is the guest's
+    own paging going off and on, not a switch); into shadow mode, never
+    below ``switch_ns_per_gib`` times the VM's memory either (``sized``,
+    from ``memory_mib`` of :meth:`step`).  An engine-made switch is
+    charged its price when made (``owed``), and what its measured time
+    exceeds the price when that comes in: the regret and the credit carry
+    what switching took.  Then, in this order:
 
     1. regret over budget (``budget_ppm`` of the run time with data, at
-       least of BUDGET_FLOOR_NS) and a static mode cheaper so far by
-       ``margin`` switches into it (the leader): go there (REGRET_LEADER),
-       and double ``margin`` (at most MARGIN_MAX), so that a leader that
-       keeps flipping is followed fewer and fewer times;
+       least of BUDGET_FLOOR_NS) and a static mode cheaper so far by more
+       than ``margin`` switches into it (the leader): go there
+       (REGRET_LEADER), and double ``margin`` (at most MARGIN_MAX), so
+       that a leader that keeps flipping is followed fewer and fewer
+       times;
     2. Figure 5 wants a switch: make it only if ``gain`` has reached
        ``backoff`` round trips (else UNPAID) and the switch keeps the
        regret within budget (else OVER_BUDGET);
@@ -366,11 +367,14 @@ class Engine:
        back too, so that the way back is always paid for (else
        RATE_LIMIT).  Credit starts at two switches at ``switch_ns``,
        accrues at the budget rate over wall time, up to two of the dearer
-       switch, and pays for what switching took: it goes below zero by
-       what a switch took over its price.  So the time the VM spends
-       switching is at most ``budget_ppm`` of its wall time, plus two
-       switches at ``switch_ns``, plus what its switches took over their
-       prices.
+       switch, and pays for what the engine's switches took: it goes below
+       zero by what a switch took over its price, and a switch needs credit
+       of at least its price, so only the last switch's overshoot can be
+       unpaid.  So the time the engine's switches take (forced ones are not
+       the engine's) is at most ``budget_ppm`` of the wall time, plus two
+       switches at ``switch_ns``, plus what the last switch took over its
+       price.  A new engine (:meth:`keep_credit`) does not charge the
+       overshoot of a switch the old one had not measured yet.
 
     A switch whose stay did not save a round trip doubles ``backoff`` (at
     most BACKOFF_MAX); one that did halves it.  Without a guard the engine
@@ -458,6 +462,7 @@ class Engine:
         return max(price, self.sized) if mode == Mode.SHADOW else price
 
     def round_trip(self):
+        """A switch each way, at their prices."""
         return self.price(Mode.HAP) + self.price(Mode.SHADOW)
 
     def _switch(self, target, rule):

@@ -450,7 +450,7 @@ class VmModel:
         """
         switching = self.stats['time_switching_ns']
         took = (0 if pf_source == spec.PF_SOURCE_INJECT
-                else switching - self._switching_at)
+                else max(switching - self._switching_at, 0))
         self._switching_at = switching
         s = dsp.Sample.from_counts(instructions, tlb_misses, page_faults)
         self.stats.update(
