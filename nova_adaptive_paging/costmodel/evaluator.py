@@ -78,9 +78,13 @@ class Replay:
     def static(self, mode):
         return {'time_s': math.fsum(self.rows_time[mode]), 'switches': 0}
 
+    def _working_set_mib(self, row):
+        """The working set at ``row`` (the last row's past the end)."""
+        return self.trace.working_set_mib[min(row, len(self.dur) - 1)]
+
     def _switch_s(self, to_mode, row):
-        ws = self.trace.working_set_mib[min(row, len(self.dur) - 1)]
-        return self.hw.switch_s(MODE_NAMES[to_mode], ws)
+        return self.hw.switch_s(MODE_NAMES[to_mode],
+                                self._working_set_mib(row))
 
     @staticmethod
     def _at(cum, i, frac):
@@ -127,9 +131,8 @@ class Replay:
             sample = dsp.Sample.from_counts(cur[0] - prev[0],
                                             cur[1] - prev[1], faults)
             prev = cur
-            memory = int(self.trace.working_set_mib[min(i, n - 1)])
             target = int(engine.step(sample, interval_ns, switched_ns,
-                                     memory))
+                                     int(self._working_set_mib(i))))
             switched_ns = 0
             if timeline is not None:
                 timeline.append((in_mode[0] + in_mode[1] + switching,
