@@ -41,13 +41,15 @@ pt          fpf / ftlb * 1000                    pf * 10^10 // tlb
 Every metric saturates at :data:`METRIC_MAX` (2^48 - 1) so that the sum of a
 full history window (at most :data:`HISTORY_MAX` samples) fits in 64 bits.
 
-Around Figure 5 sits the switch guard (:class:`Guard`, ABI version 4): a
+Around Figure 5 sits the switch guard (:class:`Guard`, ABI version 5): a
 ledger, in nanoseconds, of what the VM's run has cost against what each
 static mode would have cost on the same counts, which vetoes switches that
 have not been paid for, keeps the run's regret within a budget and caps
 the share of time spent switching.  A switch is priced at what the VM's
 last switch the same way took, as the kernel measured it, and charged
-what it takes.  doc/source/simulation.rst argues its bound.
+what it takes; a guest page fault and a TLB miss at the profile's
+prices weighed against what the VM's own took.  doc/source/simulation.rst
+argues its bound.
 """
 
 import collections
@@ -77,6 +79,11 @@ PPM = 10 ** 6
 # times (doc/source/simulation.rst).  A measured switch counts at most
 # METRIC_MAX ns, so that MARGIN_MAX switches fit in the ledger.
 MARGIN_MAX = 1 << 13
+# A price the VM measures weighs as much as the profile's (the prior) once
+# the VM has shown this many of the events it prices: guest page faults
+# handled in shadow mode, TLB misses walked in each mode.
+PRIOR_FAULTS = 10000
+PRIOR_MISSES = 1000000
 
 FTLB_SCALE = 10 ** 6
 FPF_SCALE = 10 ** 13
@@ -263,6 +270,24 @@ def decide(mode, ftlb, fpf, cpt, htlb, hpt, thresholds):
     return mode, Rule.PT_UNDECIDED
 
 
+def _add_measure(pair, ns, count):
+    """Add ``ns`` over ``count`` events to a measure ``[ns, count]``,
+    halving both while either exceeds METRIC_MAX: the ratio stays, and
+    the oldest events weigh less."""
+    pair[0] += min(ns, METRIC_MAX)
+    pair[1] += min(count, METRIC_MAX)
+    while pair[0] > METRIC_MAX or pair[1] > METRIC_MAX:
+        pair[0] >>= 1
+        pair[1] >>= 1
+
+
+def _weighed(prior, weight, measured, count):
+    """``prior`` as if seen ``weight`` times, with ``measured`` (the
+    mean of ``count`` events): floor of each part, saturated."""
+    return min(_scaled_ratio(prior, weight, weight + count)
+               + _scaled_ratio(measured, count, weight + count), METRIC_MAX)
+
+
 def _clamp(value):
     """Saturate a ledger quantity to [-LEDGER_MAX, LEDGER_MAX]."""
     return max(-LEDGER_MAX, min(value, LEDGER_MAX))
@@ -351,7 +376,18 @@ class Engine:
     from ``memory_mib`` of :meth:`step`).  An engine-made switch is
     charged its price when made (``owed``), and what its measured time
     exceeds the price when that comes in: the regret and the credit carry
-    what switching took.  Then, in this order:
+    what switching took.
+
+    The ledger prices a guest page fault at the guard's ``pf_cost_ps``
+    weighed against what the VM's own faults took in shadow mode
+    (``maint_ns`` of :meth:`step`, the kernel's shadow_maint_ns), and a
+    TLB miss at ``tlb_cost_ps`` weighed against what the VM's own walks
+    took in hap mode less in shadow mode (``walk_ns``), once it has
+    walked in both: the guard's price counts as PRIOR_FAULTS faults or
+    PRIOR_MISSES misses (:meth:`pf_cost_ps`, :meth:`tlb_cost_ps`).  Only
+    an interval the VM ran wholly in its mode measures: one without
+    switching time, after the last switch was measured.  Then, in this
+    order:
 
     1. regret over budget (``budget_ppm`` of the run time with data, at
        least of BUDGET_FLOOR_NS) and a static mode cheaper so far by more
@@ -401,6 +437,8 @@ class Engine:
         self.measuring = False           # the last switch: not yet measured
         self.owed = 0                    # its price, if the engine made it
         self.sized = 0                   # into shadow, by the VM's memory
+        self.maint = [0, 0]              # shadow faults: ns handling, count
+        self.walk = [[0, 0], [0, 0]]     # per mode: ns walking, TLB misses
         self.credit = 2 * guard.switch_ns if guard else 0
 
     def keep_credit(self, credit):
@@ -426,9 +464,8 @@ class Engine:
 
     def _account(self, sample, elapsed_ns):
         """The ledger's update for one interval with data."""
-        g = self.guard
-        hap = _scaled_ratio(sample.tlb_misses, g.tlb_cost_ps, 1000)
-        shadow = _scaled_ratio(sample.page_faults, g.pf_cost_ps, 1000)
+        hap = _scaled_ratio(sample.tlb_misses, self.tlb_cost_ps(), 1000)
+        shadow = _scaled_ratio(sample.page_faults, self.pf_cost_ps(), 1000)
         if self.lead <= 0:
             cheaper = min(hap, shadow - self.lead)
         else:
@@ -455,6 +492,37 @@ class Engine:
         self.credit = _clamp(self.credit - extra)
         if self.guard.priced:
             self.regret = _clamp(self.regret + extra)
+
+    def _events_took(self, sample, maint_ns, walk_ns):
+        """What the interval's events took the VM, as measured, in an
+        interval it ran wholly in its mode: the time its vCPUs spent
+        handling shadow page faults (``maint_ns``) over its guest page
+        faults, and the time they spent walking page tables (``walk_ns``)
+        over its TLB misses.  0 is no measure (no walk counter; a fault
+        takes some time to handle)."""
+        if maint_ns and self.mode == Mode.SHADOW and sample.page_faults:
+            _add_measure(self.maint, maint_ns, sample.page_faults)
+        if walk_ns and sample.tlb_misses:
+            _add_measure(self.walk[self.mode], walk_ns, sample.tlb_misses)
+
+    def pf_cost_ps(self):
+        """What a guest page fault costs shadow mode over hap: the
+        profile's, weighed against what the VM's own took."""
+        ns, faults = self.maint
+        return _weighed(self.guard.pf_cost_ps, PRIOR_FAULTS,
+                        _scaled_ratio(ns, 1000, faults), faults)
+
+    def tlb_cost_ps(self):
+        """What a TLB miss costs hap mode over shadow: the profile's,
+        weighed against the VM's own walks in hap mode less those in
+        shadow mode, once it has walked in both."""
+        (hap_ns, hap_n), (shadow_ns, shadow_n) = self.walk
+        n = min(hap_n, shadow_n)
+        if not n:
+            return self.guard.tlb_cost_ps
+        extra = max(_scaled_ratio(hap_ns, 1000, hap_n)
+                    - _scaled_ratio(shadow_ns, 1000, shadow_n), 0)
+        return _weighed(self.guard.tlb_cost_ps, PRIOR_MISSES, extra, n)
 
     def price(self, mode):
         """What a switch into ``mode`` is priced at."""
@@ -517,19 +585,27 @@ class Engine:
             return Mode.HAP
         return None
 
-    def step(self, sample, elapsed_ns=0, switching_ns=0, memory_mib=0):
+    def step(self, sample, elapsed_ns=0, switching_ns=0, memory_mib=0,
+             maint_ns=0, walk_ns=0):
         """Feed one interval's Sample, the interval's length in ns (the
         guard's clock), the time the VM's switches took in it, as
-        measured (ns), and the VM's memory (MiB); return the Mode to run
-        next."""
+        measured (ns), the VM's memory (MiB), and the time its vCPUs
+        spent handling shadow page faults and walking page tables in it
+        (ns, 0 for not measured); return the Mode to run next."""
         g = self.guard
+        whole = False
         if g is not None:
             for name, value in (('elapsed_ns', elapsed_ns),
                                 ('switching_ns', switching_ns),
-                                ('memory_mib', memory_mib)):
+                                ('memory_mib', memory_mib),
+                                ('maint_ns', maint_ns),
+                                ('walk_ns', walk_ns)):
                 if not (isinstance(value, int) and 0 <= value <= U64_MAX):
                     raise ValueError('%s must be a u64, got %r'
                                      % (name, value))
+            # An interval with no switching time, after the last switch
+            # was measured, ran wholly in this mode.
+            whole = not switching_ns and not self.measuring
             self.sized = _scaled_ratio(memory_mib, g.switch_ns_per_gib, 1024)
             if switching_ns:
                 self._measured(switching_ns)
@@ -540,6 +616,8 @@ class Engine:
             self.last_rule = Rule.NO_DATA
             return self.mode
         if g is not None and g.priced:
+            if whole:
+                self._events_took(sample, maint_ns, walk_ns)
             self._account(sample, elapsed_ns)
             if self.regret > self.budget_ns():
                 leader = self.leader(self.margin)

@@ -31,6 +31,10 @@ def _fail(code, message):
     raise OSError(code, '%s: %s' % (os.strerror(code), message))
 
 
+# A host that names no clock: 3 GHz.
+DEFAULT_TSC_KHZ = 3000000
+
+
 class HostModel:
     """Host-wide parameters of one (simulated or reference) host.
     ``text_interface`` False: a kernel with the series' part 1 alone,
@@ -49,6 +53,9 @@ class HostModel:
         self.vendor = vendor              # kvm_amd or kvm_intel
         self.tdp = tdp                    # its npt= / ept= parameter
         self.text_interface = text_interface
+        # The cycle counter's rate, which turns walk cycles into time (the
+        # kernel's tsc_khz).
+        self.tsc_khz = DEFAULT_TSC_KHZ
 
     def read_param(self, name):
         if not self.text_interface and name != spec.PARAM_TDP_MMU:
@@ -208,6 +215,7 @@ class VmModel:
         self._walking = False             # walk events were named
         self._sampled_at = host.clock()   # the timer's last sample
         self._switching_at = 0            # time_switching_ns then
+        self._maint_at = 0                # shadow_maint_ns then
         self.memory_mib = 0               # its memslots, for the guard
         self._holds_rmaps = False         # what shadow paging allocated
         self._hap_since = host.clock()
@@ -425,12 +433,14 @@ class VmModel:
         counted = self._counting
         self.stats['pmu'] = int(counted)
         self.stats['walk_pmu'] = int(counted and self._walking)
+        walk_ns = 0
         if self.stats['walk_pmu'] and not self._switched:
             self.stats['%s_walk_cycles' % self.mode] += walk_cycles
+            walk_ns = walk_cycles * 10 ** 6 // self.host.tsc_khz
         if not counted:
             instructions = tlb_misses = None
         switched = self.sample(instructions, tlb_misses, faults, source,
-                               elapsed)
+                               elapsed, walk_ns)
         self._sampled_at = now
         self._switched = False
         self._counting = self.pmu and self.wants_counters()
@@ -439,19 +449,23 @@ class VmModel:
         return switched
 
     def sample(self, instructions, tlb_misses, page_faults, pf_source,
-               elapsed_ns=0):
+               elapsed_ns=0, walk_ns=0):
         """One interval; return the mode the engine switched to, or None.
 
         ``instructions`` and ``tlb_misses`` are None without a PMU.  The
         guard's clock is ``elapsed_ns``, at most the nominal interval, so
         extra samples do not mint switch credit.  The engine also gets
-        what the VM's switches took since the last sample (an injected
-        sample's took nothing: it is the test's) and the VM's memory.
+        what the VM's switches took since the last sample, the time its
+        vCPUs spent handling shadow page faults (``shadow_maint_ns``)
+        and walking page tables (``walk_ns``), and the VM's memory; an
+        injected sample's took none of them: it is the test's.
         """
+        injected = pf_source == spec.PF_SOURCE_INJECT
         switching = self.stats['time_switching_ns']
-        took = (0 if pf_source == spec.PF_SOURCE_INJECT
-                else max(switching - self._switching_at, 0))
-        self._switching_at = switching
+        maint = self.stats['shadow_maint_ns']
+        took = 0 if injected else max(switching - self._switching_at, 0)
+        maint_ns = 0 if injected else max(maint - self._maint_at, 0)
+        self._switching_at, self._maint_at = switching, maint
         s = dsp.Sample.from_counts(instructions, tlb_misses, page_faults)
         self.stats.update(
             samples=self.stats['samples'] + 1, pf_source=pf_source,
@@ -463,7 +477,8 @@ class VmModel:
             return None
         nominal = self.effective_thresholds().interval_ms * 10 ** 6
         target = str(self.engine.step(s, min(elapsed_ns, nominal), took,
-                                      self.memory_mib))
+                                      self.memory_mib, maint_ns,
+                                      0 if injected else walk_ns))
         self.stats.update(last_rule=int(self.engine.last_rule),
                           last_htlb=self.engine.last_htlb,
                           last_hpt=self.engine.last_hpt)

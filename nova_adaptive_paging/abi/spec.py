@@ -26,7 +26,7 @@ from nova_adaptive_paging import dsp
 from nova_adaptive_paging import exception
 from nova_adaptive_paging import vocabulary
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 
 # Host-wide, under <root>/sys/module/kvm/parameters/.
 PARAMS_DIR = 'sys/module/kvm/parameters'

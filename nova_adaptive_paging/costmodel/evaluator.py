@@ -40,6 +40,7 @@ import math
 
 from nova_adaptive_paging import dsp
 from nova_adaptive_paging import exception
+from nova_adaptive_paging import pmu_events
 from nova_adaptive_paging import vocabulary
 
 HAP, SHADOW = int(dsp.Mode.HAP), int(dsp.Mode.SHADOW)
@@ -71,6 +72,17 @@ class Replay:
                 trace.cr3_writes)]
             self.rows_time.append(rows)
             self.rate.append([r / d for r, d in zip(rows, self.dur)])
+        # What the kernel would measure (the simulated host's model): a
+        # guest page fault's handling in shadow mode takes what it costs
+        # shadow over hap, a TLB miss's walk what it costs the mode; the
+        # walks only where this generation has walk-cycle events.
+        self.maint_s = max(hardware.extra_cost_s(
+            MODE_NAMES[SHADOW], vocabulary.EVENT_PAGE_FAULT), 0.0)
+        self.walk_s = None
+        if (hardware.generation
+                and pmu_events.walk_events(hardware.generation).counted):
+            self.walk_s = [max(hardware.cost_s(m, vocabulary.EVENT_TLB_MISS),
+                               0.0) for m in MODE_NAMES]
         self.cum_insns = _cumulative(trace.instructions)
         self.cum_tlb = _cumulative(trace.tlb_misses)
         self.cum_pf = _cumulative(trace.page_faults)
@@ -130,9 +142,16 @@ class Replay:
                 faults = None            # nothing intercepts them in HAP
             sample = dsp.Sample.from_counts(cur[0] - prev[0],
                                             cur[1] - prev[1], faults)
+            maint = walk = 0
+            if mode == SHADOW and faults:
+                maint = int(round(faults * self.maint_s * 1e9))
+            if self.walk_s is not None:
+                walk = int(round((cur[1] - prev[1]) * self.walk_s[mode]
+                                 * 1e9))
             prev = cur
             target = int(engine.step(sample, interval_ns, switched_ns,
-                                     int(self._working_set_mib(i))))
+                                     int(self._working_set_mib(i)),
+                                     maint, walk))
             switched_ns = 0
             if timeline is not None:
                 timeline.append((in_mode[0] + in_mode[1] + switching,

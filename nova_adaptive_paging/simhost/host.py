@@ -247,6 +247,7 @@ class SimHost:
         # tdp: the vendor module's npt=/ept= (N: every guest shadowed).
         self.model = SimHostModel(spec.ThresholdSet.from_profile(profile),
                                   self._model_clock, tdp=tdp)
+        self.model.tsc_khz = int(hardware.clock_hz // 1000)
         self.vms = {}                  # domain name -> SimVm
         self.gone = {}                 # domain name -> 'stopped'|'migrated'
         self.lock = threading.RLock()

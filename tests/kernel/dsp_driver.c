@@ -11,12 +11,13 @@
  *   i HISTORY MODE T*6 G*5             -> 0|1     (engine_init)
  *   K CREDIT                           -> CREDIT  (engine_keep_credit)
  *   R MODE                             -> MODE    (engine_reset)
- *   e INSNS TLB PF HAVE NS SW MIB      -> STEP    (step, counts)
- *   E INSNS FTLB FPF PT TLB PF NS SW MIB -> STEP  (step, sample)
+ *   e INSNS TLB PF HAVE NS SW MIB MAINT WALK          -> STEP (counts)
+ *   E INSNS FTLB FPF PT TLB PF NS SW MIB MAINT WALK -> STEP (sample)
  *
  * where STEP is "MODE RULE HTLB HPT" and the guard's ledger: "REGRET LEAD
  * GAIN PAID RUN CREDIT BACKOFF MARGIN SEEN_HAP SEEN_SHADOW MEASURING OWED
- * SIZED".
+ * SIZED MAINT_NS MAINT_N WALK_HAP_NS WALK_HAP_N WALK_SHADOW_NS
+ * WALK_SHADOW_N".
  * CREDIT is signed; requests carry it as a decimal that may start with
  * "-".
  *
@@ -67,14 +68,20 @@ static void thresholds(struct kvm_dsp_thresholds *t, const u64 *v)
 
 static void step(const struct kvm_dsp_engine *e, enum kvm_dsp_mode mode)
 {
-	printf("%d %d %llu %llu %lld %lld %lld %lld %llu %lld %u %u %llu %llu %d %llu %llu\n",
+	printf("%d %d %llu %llu %lld %lld %lld %lld %llu %lld %u %u %llu %llu %d %llu %llu %llu %llu %llu %llu %llu %llu\n",
 	       mode, e->last_rule, (unsigned long long)e->last_htlb,
 	       (unsigned long long)e->last_hpt, (long long)e->regret,
 	       (long long)e->lead, (long long)e->gain, (long long)e->paid,
 	       (unsigned long long)e->run_ns, (long long)e->credit,
 	       e->backoff, e->margin, (unsigned long long)e->seen[0],
 	       (unsigned long long)e->seen[1], e->measuring,
-	       (unsigned long long)e->owed, (unsigned long long)e->sized);
+	       (unsigned long long)e->owed, (unsigned long long)e->sized,
+	       (unsigned long long)e->maint.ns,
+	       (unsigned long long)e->maint.count,
+	       (unsigned long long)e->walk[0].ns,
+	       (unsigned long long)e->walk[0].count,
+	       (unsigned long long)e->walk[1].ns,
+	       (unsigned long long)e->walk[1].count);
 }
 
 int main(void)
@@ -167,16 +174,16 @@ int main(void)
 			printf("%d\n", engine.mode);
 			break;
 		case 'e':
-			if (parse(args, v, 7))
+			if (parse(args, v, 9))
 				goto bad;
 			kvm_dsp_sample_from_counts(&s, v[0], v[1], v[2],
 						   (unsigned int)v[3]);
 			mode = kvm_dsp_engine_step(&engine, &s, v[4], v[5],
-						   v[6]);
+						   v[6], v[7], v[8]);
 			step(&engine, mode);
 			break;
 		case 'E':
-			if (parse(args, v, 9))
+			if (parse(args, v, 11))
 				goto bad;
 			s.instructions = v[0];
 			s.ftlb = v[1];
@@ -185,7 +192,7 @@ int main(void)
 			s.tlb_misses = v[4];
 			s.page_faults = v[5];
 			mode = kvm_dsp_engine_step(&engine, &s, v[6], v[7],
-						   v[8]);
+						   v[8], v[9], v[10]);
 			step(&engine, mode);
 			break;
 		default:

@@ -373,13 +373,27 @@ def memory(rng, directed):
     return rng.choice((1, U64, 1 << 62, rng.getrandbits(64)))
 
 
+def events_took(rng, count_, directed):
+    """What handling or walking ``count_`` events took, in ns: mostly
+    nothing (not measured); a price per event from 1 ns to 100 us; the
+    edges of u64, which halve the measure."""
+    pick = rng.random()
+    if directed:
+        return count_ * rng.choice((0, 0, 1, 2)) // 2
+    if pick < 0.4:
+        return 0
+    if pick < 0.9:
+        return min(count_ * rng.choice((1, 7, 30, 150, 4000, 10 ** 5)), U64)
+    return rng.choice((1, MAX, MAX + 1, 1 << 62, U64, rng.getrandbits(64)))
+
+
 def step_answer(engine, got):
     return ' '.join(map(str, (
         int(got), int(engine.last_rule), engine.last_htlb, engine.last_hpt,
         engine.regret, engine.lead, engine.gain, engine.paid,
         engine.run_ns, engine.credit, engine.backoff, engine.margin,
         engine.seen[0], engine.seen[1], int(engine.measuring), engine.owed,
-        engine.sized)))
+        engine.sized, *engine.maint, *engine.walk[0], *engine.walk[1])))
 
 
 def engine_run(rng):
@@ -430,8 +444,10 @@ def engine_run(rng):
             flags = have(rng)
             sw = switching(rng, engine, directed)
             mib = memory(rng, directed)
-            line = 'e %d %d %d %d %d %d %d' % (insns, tlb, pf, flags, ns,
-                                               sw, mib)
+            maint = events_took(rng, pf, directed)
+            walk = events_took(rng, tlb, directed)
+            line = 'e %d %d %d %d %d %d %d %d %d' % (
+                insns, tlb, pf, flags, ns, sw, mib, maint, walk)
             sample = py_sample(insns, tlb, pf, flags)
         else:
             insns = 0 if rng.random() < 0.05 else rng.randrange(1, 1 << 40)
@@ -450,10 +466,12 @@ def engine_run(rng):
                 near(rng, rng.choice((t.pt_upper, t.pt_lower))), tlb, pf)
             sw = switching(rng, engine, directed)
             mib = memory(rng, directed)
-            line = 'E %d %d %d %d %d %d %d %d %d' % (
+            maint = events_took(rng, pf, directed)
+            walk = events_took(rng, tlb, directed)
+            line = 'E %d %d %d %d %d %d %d %d %d %d %d' % (
                 sample.instructions, sample.ftlb, sample.fpf, sample.pt,
-                tlb, pf, ns, sw, mib)
-        got = engine.step(sample, ns, sw, mib)
+                tlb, pf, ns, sw, mib, maint, walk)
+        got = engine.step(sample, ns, sw, mib, maint, walk)
         yield line, step_answer(engine, got)
 
 
@@ -500,6 +518,11 @@ def test_c_decision_matches_python(drivers, variant):
     assert any(s[14] for s in steps) and any(s[16] for s in steps)
     assert any(s[12] and s[13] for s in steps)
     assert any(s[1] == dsp.Rule.REGRET_LEADER and s[11] > 2 for s in steps)
+    # The events' measures: faults handled in shadow mode, walks measured
+    # in both modes (a miss priced by the VM's own), sums halved past MAX.
+    assert any(s[18] for s in steps) and any(s[20] and s[22] for s in steps)
+    assert any(s[17] > MAX // 2 for s in steps)
+    assert any(s[19] > MAX // 2 or s[21] > MAX // 2 for s in steps)
     ratios = [int(want) for req, want in pairs if req[0] == 'r']
     assert MAX in ratios and any(0 < r < MAX for r in ratios)
     # A perf counter's interval: no data (starved or reopened), scaled
