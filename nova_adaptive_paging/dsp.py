@@ -131,6 +131,9 @@ class Rule(enum.IntEnum):
     OVER_BUDGET = 11      # the switch would take the regret over budget
     RATE_LIMIT = 12       # the VM's switch credit is spent
     REGRET_LEADER = 13    # regret over budget: to the cheaper static mode
+    # ABI version 5: to the mode whose prices the VM has not measured, once,
+    # and kept there until an interval there is measured.
+    EXPLORE = 14
 
 
 @dataclasses.dataclass(frozen=True)
@@ -417,7 +420,8 @@ class Engine:
     is the paper's rule alone (tests of Figure 5 and the "before" figures).
     """
 
-    def __init__(self, thresholds, history=3, mode=Mode.HAP, guard=None):
+    def __init__(self, thresholds, history=3, mode=Mode.HAP, guard=None,
+                 measured=True):
         if not 1 <= history <= HISTORY_MAX:
             raise ValueError('history must be in [1, %d], got %r'
                              % (HISTORY_MAX, history))
@@ -438,6 +442,11 @@ class Engine:
         self.owed = 0                    # its price, if the engine made it
         self.sized = 0                   # into shadow, by the VM's memory
         self.maint = [0, 0]              # shadow faults: ns handling, count
+        # A caller that gives no measures (``measured`` False: the agent's
+        # own decision on a kernel that says nothing of what events took)
+        # has nothing to explore for.
+        self.explored = not measured     # the engine has explored
+        self.exploring = False           # and not measured there yet
         self.walk = [[0, 0], [0, 0]]     # per mode: ns walking, TLB misses
         self.credit = 2 * guard.switch_ns if guard else 0
 
@@ -458,12 +467,14 @@ class Engine:
         if mode is not None and Mode(mode) != self.mode:
             self.mode = Mode(mode)
             self.measuring = True
+            self.exploring = False
             self.owed = 0
             self.gain = self.paid = 0
         self.window.clear()
 
     def _account(self, sample, elapsed_ns):
-        """The ledger's update for one interval with data."""
+        """The ledger's update for one interval with data; returns what
+        the interval cost in this mode and would have in the other."""
         hap = _scaled_ratio(sample.tlb_misses, self.tlb_cost_ps(), 1000)
         shadow = _scaled_ratio(sample.page_faults, self.pf_cost_ps(), 1000)
         if self.lead <= 0:
@@ -477,6 +488,7 @@ class Engine:
         self.gain = min(max(self.gain + here - there, 0), LEDGER_MAX)
         self.paid = _clamp(self.paid + there - here)
         self.run_ns = min(self.run_ns + elapsed_ns, LEDGER_MAX)
+        return here, there
 
     def _measured(self, switching_ns):
         """What switching took since the last step, the first time it took
@@ -500,10 +512,35 @@ class Engine:
         faults, and the time they spent walking page tables (``walk_ns``)
         over its TLB misses.  0 is no measure (no walk counter; a fault
         takes some time to handle)."""
+        self.exploring = False
         if maint_ns and self.mode == Mode.SHADOW and sample.page_faults:
             _add_measure(self.maint, maint_ns, sample.page_faults)
         if walk_ns and sample.tlb_misses:
             _add_measure(self.walk[self.mode], walk_ns, sample.tlb_misses)
+
+    def _learns(self, other):
+        """Whether an interval in ``other`` would measure a price the VM
+        has not: a fault's in shadow mode, a walk's in a mode it has not
+        walked in while it has walked in this one."""
+        if other == Mode.SHADOW and not self.maint[1]:
+            return True
+        return bool(self.walk[self.mode][1]) and not self.walk[other][1]
+
+    def _explores(self, here, there):
+        """Whether to go to the other mode to measure it, given what this
+        interval cost here and would have there at the ledger's prices:
+        once in the engine's life; only if there is at most twice here,
+        which prices off by a third each way could reverse (and here is
+        not nothing); with credit for the round trip; and if the round
+        trip and ``history`` + 1 intervals at what there costs over here
+        keep the regret within budget."""
+        other = Mode(1 - self.mode)
+        return (not self.explored and 0 < here and there <= 2 * here
+                and self._learns(other)
+                and self.credit >= self.round_trip()
+                and self.regret + self.round_trip()
+                + (self.history + 1) * max(there - here, 0)
+                <= self.budget_ns())
 
     def pf_cost_ps(self):
         """What a guest page fault costs shadow mode over hap: the
@@ -540,7 +577,7 @@ class Engine:
             self.credit = _clamp(self.credit - price)
             if g.priced:
                 self.regret = _clamp(self.regret + price)
-                if self.switched:
+                if self.switched and rule != Rule.EXPLORE:
                     if self.paid < self.round_trip():
                         self.backoff = min(2 * self.backoff, BACKOFF_MAX)
                     else:
@@ -615,10 +652,11 @@ class Engine:
         if not sample.valid:
             self.last_rule = Rule.NO_DATA
             return self.mode
+        costs = None
         if g is not None and g.priced:
             if whole:
                 self._events_took(sample, maint_ns, walk_ns)
-            self._account(sample, elapsed_ns)
+            costs = self._account(sample, elapsed_ns)
             if self.regret > self.budget_ns():
                 leader = self.leader(self.margin)
                 if leader is not None and leader != self.mode:
@@ -638,6 +676,17 @@ class Engine:
                               sample.pt, htlb, hpt, self.thresholds)
         self.last_rule = rule
         if target == self.mode:
+            # A quiet VM (BOTH_LOW) has nothing to measure or to gain.
+            if costs is not None and self._explores(*costs):
+                self.explored = True
+                self._switch(Mode(1 - self.mode), Rule.EXPLORE)
+                # A stay to measure is not judged by what it paid: the
+                # way back leaves the backoff as it was.
+                self.switched = False
+                self.exploring = True
+            return self.mode
+        if self.exploring:
+            self.last_rule = Rule.EXPLORE
             return self.mode
         veto = self._vetoed(target) if g is not None else None
         if veto is not None:

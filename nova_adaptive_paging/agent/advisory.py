@@ -49,10 +49,12 @@ EVENTS = (vocabulary.EVENT_TLB_MISS, vocabulary.EVENT_PAGE_FAULT)
 class Advisor:
     def __init__(self, profile, hw, clock, host_mode=HAP):
         self.host_mode = host_mode
+        # It measures no event's price (the model's are the profile's), so
+        # its engine does not go to the other mode to measure one.
         self.engine = dsp.Engine(profile.thresholds,
                                  profile.history_samples,
                                  dsp.Mode[host_mode.upper()],
-                                 profile.guard)
+                                 profile.guard, measured=False)
         self.intervals = intervals.Intervals(clock,
                                              profile.interval_s * 10 ** 9)
         self.hw = hw

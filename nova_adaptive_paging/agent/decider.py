@@ -99,7 +99,8 @@ class Decider:
         old = self.engine
         mode = mode if old is None else str(old.mode)
         self.engine = dsp.Engine(ruleset.thresholds, ruleset.history,
-                                 dsp.Mode.parse(mode), ruleset.guard)
+                                 dsp.Mode.parse(mode), ruleset.guard,
+                                 measured=False)
         if old is not None:
             self.engine.keep_credit(old.credit)
         self.ruleset = ruleset
@@ -124,9 +125,11 @@ class Decider:
     def step(self, instructions, tlb_misses, faults, memory_mib=0):
         """Feed cumulative counts (None where there are none) and the
         guest's memory; return the policy the guest is to have from now
-        on.  What the guest's switches take is not measured here (a
-        kernel without the text interface does not say): a switch is
-        priced by the guard's prices and the guest's memory alone."""
+        on.  What the guest's switches and events take is not measured
+        here (a kernel without the text interface does not say): a switch
+        is priced by the guard's prices and the guest's memory alone, an
+        event at the guard's price, and the engine does not go to the
+        other mode to measure it."""
         got = self.intervals.read(instructions, tlb_misses, faults)
         if got is None:
             return self.policy

@@ -72,17 +72,13 @@ class Replay:
                 trace.cr3_writes)]
             self.rows_time.append(rows)
             self.rate.append([r / d for r, d in zip(rows, self.dur)])
-        # What the kernel would measure (the simulated host's model): a
-        # guest page fault's handling in shadow mode takes what it costs
-        # shadow over hap, a TLB miss's walk what it costs the mode; the
-        # walks only where this generation has walk-cycle events.
-        self.maint_s = max(hardware.extra_cost_s(
-            MODE_NAMES[SHADOW], vocabulary.EVENT_PAGE_FAULT), 0.0)
+        # What the kernel would measure, as the simulated host models it;
+        # the walks only where this generation has walk-cycle events.
+        self.maint_s = hardware.fault_handling_s()
         self.walk_s = None
         if (hardware.generation
                 and pmu_events.walk_events(hardware.generation).counted):
-            self.walk_s = [max(hardware.cost_s(m, vocabulary.EVENT_TLB_MISS),
-                               0.0) for m in MODE_NAMES]
+            self.walk_s = [hardware.walk_s(m) for m in MODE_NAMES]
         self.cum_insns = _cumulative(trace.instructions)
         self.cum_tlb = _cumulative(trace.tlb_misses)
         self.cum_pf = _cumulative(trace.page_faults)
@@ -114,7 +110,7 @@ class Replay:
         ci, ct, cp = self.cum_insns, self.cum_tlb, self.cum_pf
         in_mode = [0.0, 0.0]
         switching = 0.0
-        switches = 0
+        switches = explorations = 0
         i, off = 0, 0.0                  # row, native seconds into it
         prev = (0, 0, 0)
         switched_ns = 0                  # the last switch, as measured
@@ -161,9 +157,11 @@ class Replay:
                 switching += took
                 switched_ns = int(round(took * 1e9))
                 switches += 1
+                explorations += engine.last_rule == dsp.Rule.EXPLORE
                 mode = target
         return {'time_s': in_mode[0] + in_mode[1] + switching,
-                'switches': switches, 'time_hap_s': in_mode[HAP],
+                'switches': switches, 'explorations': explorations,
+                'time_hap_s': in_mode[HAP],
                 'time_shadow_s': in_mode[SHADOW]}
 
     def _segments(self, interval):

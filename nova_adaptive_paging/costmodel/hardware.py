@@ -54,6 +54,12 @@ CALIBRATION = ('reference_ips', 'reference_working_set_mib', 'clock_hz')
 # A clock for profiles that name none: only the simulated host's cycle
 # counter (hap_walk_cycles) uses it.
 DEFAULT_CLOCK_HZ = 3e9
+# MODELED: what a TLB miss's walk takes natively (one dimension, the
+# paging-structure caches warm), beneath each mode's extra cost.  Only
+# the difference between the modes' walks prices anything (the engine,
+# the profiler), so its value moves no figure; but a walk of the shadow
+# tables takes time, and a walk-cycle count of 0 is no walk.
+NATIVE_WALK_NS = 10.0
 TOP = ('format_version', 'name', 'generation', 'description',
        'event_cost_ns', 'switch_cost_ns', 'calibration', 'sources')
 
@@ -82,6 +88,19 @@ class Hardware:
         """Seconds ``event`` costs in ``mode`` over the other mode."""
         return (self.cost_s(mode, event)
                 - self.cost_s(vocabulary.other_mode(mode), event))
+
+    def fault_handling_s(self):
+        """Seconds the kernel's shadow maintenance counts for a guest page
+        fault in shadow mode (modeled: what it costs shadow over hap)."""
+        return max(self.extra_cost_s(vocabulary.SHADOW,
+                                     vocabulary.EVENT_PAGE_FAULT), 0.0)
+
+    def walk_s(self, mode):
+        """Seconds a TLB miss's walk takes in ``mode``, as the walk-cycle
+        events count it (modeled: the native walk and the mode's extra
+        cost)."""
+        return (NATIVE_WALK_NS * 1e-9
+                + max(self.cost_s(mode, vocabulary.EVENT_TLB_MISS), 0.0))
 
     def guard(self):
         """The switch guard's prices on this hardware (a dsp.Guard): a

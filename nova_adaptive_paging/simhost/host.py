@@ -170,17 +170,16 @@ class SimVm:
 
     def _overhead(self, mode, row, native_s):
         """Charge ``native_s`` of the row to the kernel's shadow
-        maintenance (what faults cost shadow paging over hap) and to the
-        PMU's walk-cycle events, which count every TLB miss's walk at the
-        mode's cost (the model times the kernel's counters by mode)."""
+        maintenance and to the PMU's walk-cycle events, at what the
+        hardware profile says they count (the model times the kernel's
+        counters by mode)."""
         hw, trace = self.host.hardware, self.spec.trace
         share = native_s / trace.interval_s[row]
         if mode == vocabulary.SHADOW:
-            extra = hw.extra_cost_s(mode, vocabulary.EVENT_PAGE_FAULT)
-            self.maint_s += max(extra, 0.0) * trace.page_faults[row] * share
+            self.maint_s += (hw.fault_handling_s() * trace.page_faults[row]
+                             * share)
             self.model.stats['shadow_maint_ns'] = int(self.maint_s * 1e9)
-        walk = hw.cost_s(mode, vocabulary.EVENT_TLB_MISS)
-        self.walk_s += max(walk, 0.0) * trace.tlb_misses[row] * share
+        self.walk_s += hw.walk_s(mode) * trace.tlb_misses[row] * share
 
     def counters(self):
         """Cumulative (instructions, TLB misses, guest faults) so far."""

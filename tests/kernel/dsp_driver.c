@@ -17,7 +17,7 @@
  * where STEP is "MODE RULE HTLB HPT" and the guard's ledger: "REGRET LEAD
  * GAIN PAID RUN CREDIT BACKOFF MARGIN SEEN_HAP SEEN_SHADOW MEASURING OWED
  * SIZED MAINT_NS MAINT_N WALK_HAP_NS WALK_HAP_N WALK_SHADOW_NS
- * WALK_SHADOW_N".
+ * WALK_SHADOW_N EXPLORED EXPLORING SWITCHED".
  * CREDIT is signed; requests carry it as a decimal that may start with
  * "-".
  *
@@ -68,7 +68,7 @@ static void thresholds(struct kvm_dsp_thresholds *t, const u64 *v)
 
 static void step(const struct kvm_dsp_engine *e, enum kvm_dsp_mode mode)
 {
-	printf("%d %d %llu %llu %lld %lld %lld %lld %llu %lld %u %u %llu %llu %d %llu %llu %llu %llu %llu %llu %llu %llu\n",
+	printf("%d %d %llu %llu %lld %lld %lld %lld %llu %lld %u %u %llu %llu %d %llu %llu %llu %llu %llu %llu %llu %llu %d %d %d\n",
 	       mode, e->last_rule, (unsigned long long)e->last_htlb,
 	       (unsigned long long)e->last_hpt, (long long)e->regret,
 	       (long long)e->lead, (long long)e->gain, (long long)e->paid,
@@ -81,7 +81,8 @@ static void step(const struct kvm_dsp_engine *e, enum kvm_dsp_mode mode)
 	       (unsigned long long)e->walk[0].ns,
 	       (unsigned long long)e->walk[0].count,
 	       (unsigned long long)e->walk[1].ns,
-	       (unsigned long long)e->walk[1].count);
+	       (unsigned long long)e->walk[1].count, e->explored,
+	       e->exploring, e->switched);
 }
 
 int main(void)

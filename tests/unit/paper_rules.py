@@ -87,6 +87,69 @@ class Guard(object):
         # The last switch, until an interval measured what it took: the
         # price it was charged when the engine made it (0: from outside).
         self.unmeasured = None
+        # What the VM's events took, in intervals wholly in one mode:
+        # [ns, events] of faults handled in shadow mode, of walks per mode.
+        self.faults = [0, 0]
+        self.walks = {HAP: [0, 0], SHADOW: [0, 0]}
+        self.costs = (0, 0)                # this interval: here, there
+        self.explored = self.exploring = False
+
+    PRIOR_FAULTS, PRIOR_MISSES = 10 ** 4, 10 ** 6
+
+    @classmethod
+    def _add(cls, measure, ns, events):
+        measure[0] += min(ns, cls.MEASURED_MAX)
+        measure[1] += min(events, cls.MEASURED_MAX)
+        while max(measure) > cls.MEASURED_MAX:
+            measure[0] //= 2
+            measure[1] //= 2
+
+    @staticmethod
+    def _with_prior(prior, weight, mean, events):
+        """The prior counted as ``weight`` events, and ``events`` at their
+        ``mean`` (ps), each part floored."""
+        return (prior * weight // (weight + events)
+                + mean * events // (weight + events))
+
+    def fault_ps(self):
+        ns, events = self.faults
+        if not events:
+            return self.g.pf_cost_ps
+        return self._with_prior(self.g.pf_cost_ps, self.PRIOR_FAULTS,
+                                ns * 1000 // events, events)
+
+    def miss_ps(self):
+        (hap_ns, hap_n), (shadow_ns, shadow_n) = (self.walks[HAP],
+                                                  self.walks[SHADOW])
+        if not (hap_n and shadow_n):
+            return self.g.tlb_cost_ps
+        extra = max(hap_ns * 1000 // hap_n - shadow_ns * 1000 // shadow_n, 0)
+        n = min(hap_n, shadow_n)
+        return self._with_prior(self.g.tlb_cost_ps, self.PRIOR_MISSES,
+                                extra, n)
+
+    def measure(self, mode, sample, maint_ns, walk_ns):
+        """An interval wholly in ``mode``: what its events took."""
+        self.exploring = False
+        if mode == SHADOW and maint_ns and sample.page_faults:
+            self._add(self.faults, maint_ns, sample.page_faults)
+        if walk_ns and sample.tlb_misses:
+            self._add(self.walks[mode], walk_ns, sample.tlb_misses)
+
+    def explores(self, mode, history):
+        """Go to the other mode to measure a price never measured: once,
+        if this interval cost something here and at most twice that there,
+        with credit for a round trip, within budget for it and history + 1
+        intervals at what the other mode cost more this interval."""
+        other = SHADOW if mode == HAP else HAP
+        learns = ((other == SHADOW and not self.faults[1])
+                  or (self.walks[mode][1] and not self.walks[other][1]))
+        here, there = self.costs
+        return (not self.explored and bool(learns)
+                and 0 < here and there <= 2 * here
+                and self.credit >= self.round_trip()
+                and self.regret() + self.round_trip()
+                + (history + 1) * max(there - here, 0) <= self.budget())
 
     def priced(self):
         return self.g.tlb_cost_ps or self.g.pf_cost_ps
@@ -118,9 +181,10 @@ class Guard(object):
                                               self.price(SHADOW)))
 
     def account(self, mode, sample, elapsed_ns):
-        cost = {HAP: sample.tlb_misses * self.g.tlb_cost_ps // 1000,
-                SHADOW: sample.page_faults * self.g.pf_cost_ps // 1000}
+        cost = {HAP: sample.tlb_misses * self.miss_ps() // 1000,
+                SHADOW: sample.page_faults * self.fault_ps() // 1000}
         other = SHADOW if mode == HAP else HAP
+        self.costs = (cost[mode], cost[other])
         for m in (HAP, SHADOW):
             self.total[m] += cost[m]
             self.since[m] += cost[m]
@@ -162,12 +226,14 @@ class Guard(object):
             return 12
         return None
 
-    def switch(self, old, new):
+    def switch(self, old, new, explore=False):
+        """A switch the engine makes; one to explore, and the one after
+        it, judge no stay."""
         price = self.price(new)
         self.credit -= price
         if self.priced():
             self.total['run'] += price
-            if self.switched:
+            if self.switched and not explore:
                 paid = self.since[new] - self.since[old]
                 if paid < self.round_trip():
                     self.backoff = min(2 * self.backoff, self.BACKOFF_MAX)
@@ -175,7 +241,8 @@ class Guard(object):
                     self.backoff = max(self.backoff // 2, 1)
         self.since = {HAP: 0, SHADOW: 0}
         self.gain = 0
-        self.switched = True
+        self.switched = not explore
+        self.exploring = explore
         self.unmeasured = price
 
     def forced(self):
@@ -184,6 +251,7 @@ class Guard(object):
         self.since = {HAP: 0, SHADOW: 0}
         self.gain = 0
         self.unmeasured = 0
+        self.exploring = False
 
 
 class Engine(object):
@@ -204,9 +272,9 @@ class Engine(object):
         self.last_rule = 0
         self.guard = Guard(guard) if guard is not None else None
 
-    def _switch(self, mode):
+    def _switch(self, mode, explore=False):
         if self.guard is not None:
-            self.guard.switch(self.mode, mode)
+            self.guard.switch(self.mode, mode, explore)
         self.mode, self.window = mode, []
 
     def reset(self, mode):
@@ -216,14 +284,20 @@ class Engine(object):
             self.guard.forced()
         self.mode, self.window = str(mode), []
 
-    def step(self, sample, elapsed_ns=0, switching_ns=0, memory_mib=0):
+    def step(self, sample, elapsed_ns=0, switching_ns=0, memory_mib=0,
+             maint_ns=0, walk_ns=0):
         g = self.guard
+        whole = False
         if g is not None:
+            # Wholly in one mode: no switching time, none still to come.
+            whole = not switching_ns and g.unmeasured is None
             g.tick(self.mode, elapsed_ns, switching_ns, memory_mib)
         if not sample.instructions:
             self.last_rule = 9
             return self.mode
         if g is not None and g.priced():
+            if whole:
+                g.measure(self.mode, sample, maint_ns, walk_ns)
             g.account(self.mode, sample, elapsed_ns)
             leader = g.leader(g.margin)
             if (g.regret() > g.budget() and leader is not None
@@ -244,7 +318,14 @@ class Engine(object):
                    'htlb': sum(s.ftlb for s in self.window) // n,
                    'hpt': sum(s.pt for s in self.window) // n}
         mode, self.last_rule = decide(self.mode, metrics, self.t)
-        if mode != self.mode:
+        if (mode == self.mode and g is not None and g.priced()
+                and g.explores(self.mode, self.history)):
+            g.explored = True
+            self._switch(SHADOW if mode == HAP else HAP, explore=True)
+            self.last_rule = 14
+        elif mode != self.mode and g is not None and g.exploring:
+            self.last_rule = 14
+        elif mode != self.mode:
             veto = g.veto(mode) if g is not None else None
             if veto is not None:
                 self.last_rule = veto

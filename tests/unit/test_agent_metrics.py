@@ -277,14 +277,18 @@ def test_overhead_counters_over_sampled_events_give_the_per_event_costs(
                    and all(s.labels.get(k) == v for k, v in labels.items()))
     faults = total(metrics.SAMPLED_EVENTS, mode='shadow',
                    event='page_fault')
-    misses = total(metrics.SAMPLED_EVENTS, mode='hap', event='tlb_miss')
-    assert faults > 1000 and misses > 1000
+    misses = {m: total(metrics.SAMPLED_EVENTS, mode=m, event='tlb_miss')
+              for m in ('hap', 'shadow')}
+    assert faults > 1000 and min(misses.values()) > 1000
     per_fault = total(metrics.SHADOW_MAINTENANCE_SECONDS) / faults
-    per_miss = total(metrics.HAP_WALK_SECONDS) / misses
+    per_miss = (total(metrics.HAP_WALK_SECONDS) / misses['hap']
+                - total(metrics.SHADOW_WALK_SECONDS) / misses['shadow'])
     assert per_fault == pytest.approx(10000e-9, rel=0.05)
+    # What hap adds to a walk, as the profiler takes it: the walk time per
+    # miss in hap mode less that in shadow mode (a walk of the shadow
+    # tables takes time too).
     assert per_miss == pytest.approx(4e-9, rel=0.05)
-    # Nehalem's model prices a walk of the shadow tables at nothing.
-    assert total(metrics.SHADOW_WALK_SECONDS) == 0
+    assert total(metrics.SHADOW_WALK_SECONDS) > 0
 
 
 def test_a_plain_scrape_gets_the_snapshot_the_loop_rendered(sim):

@@ -171,7 +171,7 @@ def test_a_flipping_leader_is_followed_fewer_and_fewer_times(monkeypatch):
     assert fixed >= 3 * followed
 
 
-def _random_run(rng, oracle):
+def _random_run(rng, oracle, seen):
     guard = rng.choice((NEHALEM, dsp.Guard(4000, 10000000, 10 ** 7, 50),
                         dsp.Guard(1000, 1000, 0, 20, 1024)))
     history = rng.choice((1, 2, 3))
@@ -193,12 +193,26 @@ def _random_run(rng, oracle):
         took = rng.choice((0, 0, 0, rng.randrange(10 ** 9)))
         memory = rng.choice((0, 1024, 65536))
         elapsed = rng.choice((SECOND, 5 * SECOND, 60 * SECOND))
-        got = engine.step(sample, elapsed, took, memory)
-        want = ref.step(sample, elapsed, took, memory)
+        # What handling the faults and walking took (0: not measured):
+        # about the guard's prices, or far off them.
+        maint = sample.page_faults * rng.choice((0, 3000, 10000, 40000))
+        walk = sample.tlb_misses * rng.choice((0, 0, 5, 20))
+        got = engine.step(sample, elapsed, took, memory, maint, walk)
+        want = ref.step(sample, elapsed, took, memory, maint, walk)
         assert (str(got), int(engine.last_rule)) == (want, ref.last_rule)
+        seen.add(engine.last_rule)
+        if engine.pf_cost_ps() != guard.pf_cost_ps:
+            seen.add('fault measured')
+        if engine.tlb_cost_ps() != guard.tlb_cost_ps:
+            seen.add('miss measured')
 
 
 def test_the_engine_is_the_guard_as_its_statement_reads():
     rng = random.Random(2011)
+    seen = set()
     for _ in range(300):
-        _random_run(rng, paper_rules)
+        _random_run(rng, paper_rules, seen)
+    # The runs reached what the statement prices and does: both prices
+    # measured, an exploration and a switch kept for it, the leader.
+    assert {'fault measured', 'miss measured', dsp.Rule.EXPLORE,
+            dsp.Rule.REGRET_LEADER, dsp.Rule.UNPAID} <= seen

@@ -344,8 +344,9 @@ def test_simulate_json_shape(tmp_path):
         assert set(p) == {'hap', 'shadow', 'adaptive', 'oracle'}
         assert set(p['hap']) == set(p['shadow']) == {'time_s', 'switches'}
         assert p['hap']['switches'] == p['shadow']['switches'] == 0
-        assert set(p['adaptive']) == set(p['oracle']) == {
+        assert set(p['oracle']) == {
             'time_s', 'switches', 'time_hap_s', 'time_shadow_s'}
+        assert set(p['adaptive']) == set(p['oracle']) | {'explorations'}
     assert 'modeled' in result.stderr
 
 
