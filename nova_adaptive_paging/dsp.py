@@ -84,6 +84,15 @@ MARGIN_MAX = 1 << 13
 # handled in shadow mode, TLB misses walked in each mode.
 PRIOR_FAULTS = 10000
 PRIOR_MISSES = 1000000
+# A measure holds at most this many priors' worth of events: past it, its
+# time and count halve, so that it follows what the VM's events take now
+# (a boot's first-touch faults do not weigh for the VM's life).
+MEASURE_SPAN = 64
+# After a change of mode, this many intervals with data measure no event:
+# the switch's own, and one in which the vCPUs rebuild what the mode
+# needs (shadow pages), which is the switch's cost, not a fault's.  A
+# visit to measure the other mode lasts the window and these.
+SETTLE_INTERVALS = 2
 
 FTLB_SCALE = 10 ** 6
 FPF_SCALE = 10 ** 13
@@ -273,18 +282,27 @@ def decide(mode, ftlb, fpf, cpt, htlb, hpt, thresholds):
     return mode, Rule.PT_UNDECIDED
 
 
-def _add_measure(pair, ns, count):
-    """Add ``ns`` over ``count`` events to a measure ``[ns, count]``,
-    halving both while either exceeds METRIC_MAX: the ratio stays, and
-    the oldest events weigh less."""
-    pair[0] += min(ns, METRIC_MAX)
-    pair[1] += min(count, METRIC_MAX)
-    while pair[0] > METRIC_MAX or pair[1] > METRIC_MAX:
+def _halve_past(pair, ns_max, count_max):
+    """Halve a pair ``[ns, count]`` while either is past its bound: the
+    ratio stays."""
+    while pair[0] > ns_max or pair[1] > count_max:
         pair[0] >>= 1
         pair[1] >>= 1
 
 
-def _weighed(prior, weight, measured, count):
+def _add_measure(pair, ns, count, prior):
+    """Add ``ns`` over ``count`` events to a measure ``[ns, count]``
+    whose prior counts as ``prior`` events: an interval's pair is scaled
+    down together to METRIC_MAX, and the measure halves while its count
+    is past MEASURE_SPAN priors or its time past METRIC_MAX."""
+    one = [ns, count]
+    _halve_past(one, METRIC_MAX, METRIC_MAX)
+    pair[0] += one[0]
+    pair[1] += one[1]
+    _halve_past(pair, METRIC_MAX, MEASURE_SPAN * prior)
+
+
+def _weighted_price(prior, weight, measured, count):
     """``prior`` as if seen ``weight`` times, with ``measured`` (the
     mean of ``count`` events): floor of each part, saturated."""
     return min(_scaled_ratio(prior, weight, weight + count)
@@ -298,11 +316,12 @@ def _clamp(value):
 
 @dataclasses.dataclass(frozen=True)
 class Guard:
-    """What a switch costs against what it gains (ABI versions 3 and 4).
+    """What a switch costs against what it gains (ABI versions 3 to 5).
 
     ``tlb_cost_ps``: what one TLB miss costs in hap over shadow (the second
     dimension of the walk), in picoseconds; ``pf_cost_ps``: what one guest
     page fault costs in shadow over hap (the exit and the shadow fix-up);
+    both the prior that the VM's own measures weigh against (version 5);
     ``switch_cost_ns``: the least a switch is priced at, in either
     direction, before (and whatever) the VM's own switches measure;
     ``budget_ppm``: the regret the guard allows against the cheaper static
@@ -387,9 +406,12 @@ class Engine:
     TLB miss at ``tlb_cost_ps`` weighed against what the VM's own walks
     took in hap mode less in shadow mode (``walk_ns``), once it has
     walked in both: the guard's price counts as PRIOR_FAULTS faults or
-    PRIOR_MISSES misses (:meth:`pf_cost_ps`, :meth:`tlb_cost_ps`).  Only
-    an interval the VM ran wholly in its mode measures: one without
-    switching time, after the last switch was measured.  Then, in this
+    PRIOR_MISSES misses (:meth:`pf_cost_ps`, :meth:`tlb_cost_ps`), and a
+    measure spans at most MEASURE_SPAN priors.  Only an interval the VM
+    ran wholly and settled in its mode measures: one without switching
+    time, after the last switch was measured, and past the first
+    SETTLE_INTERVALS intervals with data after a change of mode (what the
+    vCPUs rebuild then is the switch's, not a fault's).  Then, in this
     order:
 
     1. regret over budget (``budget_ppm`` of the run time with data, at
@@ -413,10 +435,19 @@ class Engine:
        the engine's) is at most ``budget_ppm`` of the wall time, plus two
        switches at ``switch_ns``, plus what the last switch took over its
        price.  A new engine (:meth:`keep_credit`) does not charge the
-       overshoot of a switch the old one had not measured yet.
+       overshoot of a switch the old one had not measured yet;
+    4. once in the engine's life, when Figure 5 keeps the mode, go to the
+       other one to measure a price the VM has not (EXPLORE,
+       :meth:`_explores`): a visit, which keeps every switch Figure 5
+       wants (EXPLORE) until an interval there has been measured, or for
+       at most ``history`` + SETTLE_INTERVALS intervals with data; when it
+       ends, the VM goes back (EXPLORE) if the mode it left cost less in
+       that interval at the prices then, and the credit holds the way
+       back.
 
     A switch whose stay did not save a round trip doubles ``backoff`` (at
-    most BACKOFF_MAX); one that did halves it.  Without a guard the engine
+    most BACKOFF_MAX); one that did halves it; a visit to measure, and the
+    switch after it, leave it as it was.  Without a guard the engine
     is the paper's rule alone (tests of Figure 5 and the "before" figures).
     """
 
@@ -446,7 +477,11 @@ class Engine:
         # own decision on a kernel that says nothing of what events took)
         # has nothing to explore for.
         self.explored = not measured     # the engine has explored
-        self.exploring = False           # and not measured there yet
+        self.exploring = 0               # intervals the visit may still hold
+        self.had_data = [False, False]   # per mode: a sample with data
+        # Intervals with data since the mode changed, up to SETTLE_INTERVALS:
+        # the first ones after a change do not measure events.
+        self.since_change = SETTLE_INTERVALS
         self.walk = [[0, 0], [0, 0]]     # per mode: ns walking, TLB misses
         self.credit = 2 * guard.switch_ns if guard else 0
 
@@ -467,7 +502,8 @@ class Engine:
         if mode is not None and Mode(mode) != self.mode:
             self.mode = Mode(mode)
             self.measuring = True
-            self.exploring = False
+            self.exploring = 0
+            self.since_change = 0
             self.owed = 0
             self.gain = self.paid = 0
         self.window.clear()
@@ -505,23 +541,32 @@ class Engine:
         if self.guard.priced:
             self.regret = _clamp(self.regret + extra)
 
-    def _events_took(self, sample, maint_ns, walk_ns):
+    def _measure_events(self, sample, maint_ns, walk_ns):
         """What the interval's events took the VM, as measured, in an
-        interval it ran wholly in its mode: the time its vCPUs spent
+        interval it ran wholly and settled in its mode: the time its vCPUs
+        spent
         handling shadow page faults (``maint_ns``) over its guest page
         faults, and the time they spent walking page tables (``walk_ns``)
         over its TLB misses.  0 is no measure (no walk counter; a fault
-        takes some time to handle)."""
-        self.exploring = False
+        takes some time to handle).  It ends a visit."""
+        self.exploring = 0
         if maint_ns and self.mode == Mode.SHADOW and sample.page_faults:
-            _add_measure(self.maint, maint_ns, sample.page_faults)
+            _add_measure(self.maint, maint_ns, sample.page_faults,
+                         PRIOR_FAULTS)
         if walk_ns and sample.tlb_misses:
-            _add_measure(self.walk[self.mode], walk_ns, sample.tlb_misses)
+            _add_measure(self.walk[self.mode], walk_ns, sample.tlb_misses,
+                         PRIOR_MISSES)
 
     def _learns(self, other):
         """Whether an interval in ``other`` would measure a price the VM
         has not: a fault's in shadow mode, a walk's in a mode it has not
-        walked in while it has walked in this one."""
+        walked in while it has walked in this one.  Into hap mode only if
+        a sample there had data before: in shadow mode the kernel counts
+        the guest's faults itself, in hap mode only what is fed to it,
+        and a visit to a mode without data could measure nothing, nor
+        decide to leave."""
+        if other == Mode.HAP and not self.had_data[Mode.HAP]:
+            return False
         if other == Mode.SHADOW and not self.maint[1]:
             return True
         return bool(self.walk[self.mode][1]) and not self.walk[other][1]
@@ -532,22 +577,22 @@ class Engine:
         once in the engine's life; only if there is at most twice here,
         which prices off by a third each way could reverse (and here is
         not nothing); with credit for the round trip; and if the round
-        trip and ``history`` + 1 intervals at what there costs over here
-        keep the regret within budget."""
+        trip and ``history`` + SETTLE_INTERVALS intervals (the visit) at what
+        there costs over here keep the regret within budget."""
         other = Mode(1 - self.mode)
         return (not self.explored and 0 < here and there <= 2 * here
                 and self._learns(other)
                 and self.credit >= self.round_trip()
                 and self.regret + self.round_trip()
-                + (self.history + 1) * max(there - here, 0)
+                + (self.history + SETTLE_INTERVALS) * max(there - here, 0)
                 <= self.budget_ns())
 
     def pf_cost_ps(self):
         """What a guest page fault costs shadow mode over hap: the
         profile's, weighed against what the VM's own took."""
         ns, faults = self.maint
-        return _weighed(self.guard.pf_cost_ps, PRIOR_FAULTS,
-                        _scaled_ratio(ns, 1000, faults), faults)
+        return _weighted_price(self.guard.pf_cost_ps, PRIOR_FAULTS,
+                               _scaled_ratio(ns, 1000, faults), faults)
 
     def tlb_cost_ps(self):
         """What a TLB miss costs hap mode over shadow: the profile's,
@@ -559,7 +604,7 @@ class Engine:
             return self.guard.tlb_cost_ps
         extra = max(_scaled_ratio(hap_ns, 1000, hap_n)
                     - _scaled_ratio(shadow_ns, 1000, shadow_n), 0)
-        return _weighed(self.guard.tlb_cost_ps, PRIOR_MISSES, extra, n)
+        return _weighted_price(self.guard.tlb_cost_ps, PRIOR_MISSES, extra, n)
 
     def price(self, mode):
         """What a switch into ``mode`` is priced at."""
@@ -596,7 +641,10 @@ class Engine:
         if g.priced:
             if self.gain < self.backoff * self.round_trip():
                 return Rule.UNPAID
-            if self.regret + self.price(target) > self.budget_ns():
+            # A switch to the leader is what rule 1 makes over budget:
+            # keeping the VM from it keeps it where it loses.
+            if (self.regret + self.price(target) > self.budget_ns()
+                    and target != self.leader()):
                 return Rule.OVER_BUDGET
         if self.credit < self._credit_needed(target):
             return Rule.RATE_LIMIT
@@ -652,10 +700,16 @@ class Engine:
         if not sample.valid:
             self.last_rule = Rule.NO_DATA
             return self.mode
+        self.had_data[self.mode] = True
+        settled = self.since_change >= SETTLE_INTERVALS
+        self.since_change = min(self.since_change + 1, SETTLE_INTERVALS)
         costs = None
         if g is not None and g.priced:
-            if whole:
-                self._events_took(sample, maint_ns, walk_ns)
+            visiting = self.exploring > 0
+            if whole and settled:
+                self._measure_events(sample, maint_ns, walk_ns)
+            elif visiting:
+                self.exploring -= 1
             costs = self._account(sample, elapsed_ns)
             if self.regret > self.budget_ns():
                 leader = self.leader(self.margin)
@@ -663,8 +717,17 @@ class Engine:
                     if self.credit < self._credit_needed(leader):
                         self.last_rule = Rule.RATE_LIMIT
                         return self.mode
-                    self.margin = min(2 * self.margin, MARGIN_MAX)
+                    # Back from a visit is not following a flipping leader.
+                    if not visiting:
+                        self.margin = min(2 * self.margin, MARGIN_MAX)
                     return self._switch(leader, Rule.REGRET_LEADER)
+            if visiting and not self.exploring:
+                # The visit is over: back to the mode it left if that one
+                # cost less in this interval, at the prices now measured.
+                back = Mode(1 - self.mode)
+                here, there = costs
+                if there < here and self.credit >= self.price(back):
+                    return self._switch(back, Rule.EXPLORE)
         self.window.append(sample)
         if len(self.window) < self.history:
             self.last_rule = Rule.WARMUP
@@ -676,14 +739,15 @@ class Engine:
                               sample.pt, htlb, hpt, self.thresholds)
         self.last_rule = rule
         if target == self.mode:
-            # A quiet VM (BOTH_LOW) has nothing to measure or to gain.
             if costs is not None and self._explores(*costs):
                 self.explored = True
                 self._switch(Mode(1 - self.mode), Rule.EXPLORE)
                 # A stay to measure is not judged by what it paid: the
-                # way back leaves the backoff as it was.
+                # way back leaves the backoff as it was.  It holds until
+                # an interval there is measured, and for at most as many
+                # intervals with data as its budget reserved.
                 self.switched = False
-                self.exploring = True
+                self.exploring = self.history + SETTLE_INTERVALS
             return self.mode
         if self.exploring:
             self.last_rule = Rule.EXPLORE

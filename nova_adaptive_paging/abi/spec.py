@@ -10,7 +10,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""The host switching interface, version 4: names, formats, error codes.
+"""The host switching interface, version 5: names, formats, error codes.
 
 The normative text is ``kvm-patch/Documentation/paging-switch-abi.rst``;
 this module is its machine-readable half, used by the agent, the

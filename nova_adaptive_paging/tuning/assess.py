@@ -23,9 +23,9 @@ per-interval oracle of :mod:`nova_adaptive_paging.costmodel.evaluator`
   :data:`MEASURABLE_GAIN`; elsewhere there is nothing to capture;
 * **switches** on the other (*steady*) traces, against an oracle that
   starts in HAP as a VM does: more than it means switching on noise.
-  The round trip of an exploration (the guard's once-a-life visit to the
-  mode whose prices the VM has not measured) is not noise: its two
-  switches do not count.
+  The switches of an exploration (the guard's once-a-life visit to the
+  mode whose prices the VM has not measured, and the way back from it)
+  are not noise: they do not count.
 
 The goal calibration is held to (doc/source/simulation.rst): regret at
 most :data:`GOAL_REGRET` everywhere, capture at least
@@ -51,7 +51,7 @@ class TraceScore:
     switches: int
     oracle_switches: int      # the HAP-start oracle's
     switching: float          # share of the run's time spent switching
-    explorations: int = 0     # switches the guard made to measure
+    explorations: int = 0     # switches of the guard's visit to measure
 
     @property
     def phased(self):
@@ -60,7 +60,7 @@ class TraceScore:
     @property
     def excess_switches(self):
         return (0 if self.phased
-                else max(0, self.switches - 2 * self.explorations
+                else max(0, self.switches - self.explorations
                          - self.oracle_switches))
 
 

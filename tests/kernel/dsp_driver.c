@@ -17,7 +17,8 @@
  * where STEP is "MODE RULE HTLB HPT" and the guard's ledger: "REGRET LEAD
  * GAIN PAID RUN CREDIT BACKOFF MARGIN SEEN_HAP SEEN_SHADOW MEASURING OWED
  * SIZED MAINT_NS MAINT_N WALK_HAP_NS WALK_HAP_N WALK_SHADOW_NS
- * WALK_SHADOW_N EXPLORED EXPLORING SWITCHED".
+ * WALK_SHADOW_N EXPLORED EXPLORING SWITCHED SINCE_CHANGE HAD_DATA_HAP
+ * HAD_DATA_SHADOW".
  * CREDIT is signed; requests carry it as a decimal that may start with
  * "-".
  *
@@ -68,7 +69,7 @@ static void thresholds(struct kvm_dsp_thresholds *t, const u64 *v)
 
 static void step(const struct kvm_dsp_engine *e, enum kvm_dsp_mode mode)
 {
-	printf("%d %d %llu %llu %lld %lld %lld %lld %llu %lld %u %u %llu %llu %d %llu %llu %llu %llu %llu %llu %llu %llu %d %d %d\n",
+	printf("%d %d %llu %llu %lld %lld %lld %lld %llu %lld %u %u %llu %llu %d %llu %llu %llu %llu %llu %llu %llu %llu %d %u %d %u %d %d\n",
 	       mode, e->last_rule, (unsigned long long)e->last_htlb,
 	       (unsigned long long)e->last_hpt, (long long)e->regret,
 	       (long long)e->lead, (long long)e->gain, (long long)e->paid,
@@ -82,7 +83,8 @@ static void step(const struct kvm_dsp_engine *e, enum kvm_dsp_mode mode)
 	       (unsigned long long)e->walk[0].count,
 	       (unsigned long long)e->walk[1].ns,
 	       (unsigned long long)e->walk[1].count, e->explored,
-	       e->exploring, e->switched);
+	       e->exploring, e->switched, e->since_change, e->had_data[0],
+	       e->had_data[1]);
 }
 
 int main(void)

@@ -394,7 +394,9 @@ def step_answer(engine, got):
         engine.run_ns, engine.credit, engine.backoff, engine.margin,
         engine.seen[0], engine.seen[1], int(engine.measuring), engine.owed,
         engine.sized, *engine.maint, *engine.walk[0], *engine.walk[1],
-        int(engine.explored), int(engine.exploring), int(engine.switched))))
+        int(engine.explored), engine.exploring, int(engine.switched),
+        engine.since_change, int(engine.had_data[0]),
+        int(engine.had_data[1]))))
 
 
 def engine_run(rng):
@@ -524,10 +526,13 @@ def test_c_decision_matches_python(drivers, variant):
     assert any(s[18] for s in steps) and any(s[20] and s[22] for s in steps)
     assert any(s[17] > MAX // 2 for s in steps)
     assert any(s[19] > MAX // 2 or s[21] > MAX // 2 for s in steps)
-    # A switch to explore (it leaves the switch measuring), and a switch
-    # Figure 5 wanted kept for the exploration (after the switch's time).
+    # A switch to explore (it leaves the switch measuring), a switch
+    # Figure 5 wanted kept for the visit (after the switch's time), and
+    # the way back when the visit ended (rule 14, no visit left).
     assert any(s[1] == dsp.Rule.EXPLORE and s[14] and s[24] for s in steps)
     assert any(s[1] == dsp.Rule.EXPLORE and not s[14] and s[24]
+               for s in steps)
+    assert any(s[1] == dsp.Rule.EXPLORE and s[14] and not s[24]
                for s in steps)
     ratios = [int(want) for req, want in pairs if req[0] == 'r']
     assert MAX in ratios and any(0 < r < MAX for r in ratios)

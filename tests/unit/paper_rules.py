@@ -92,15 +92,25 @@ class Guard(object):
         self.faults = [0, 0]
         self.walks = {HAP: [0, 0], SHADOW: [0, 0]}
         self.costs = (0, 0)                # this interval: here, there
-        self.explored = self.exploring = False
+        self.explored = False
+        self.visit_left = 0                # intervals with data it may hold
+        self.modes_with_data = set()
+        self.after_change = self.SETTLE    # intervals with data since
 
     PRIOR_FAULTS, PRIOR_MISSES = 10 ** 4, 10 ** 6
+    # A measure keeps at most 64 priors' worth of events; the first two
+    # intervals with data after a change of mode measure nothing, and a
+    # visit lasts the window and those two.
+    SPAN, SETTLE = 64, 2
 
     @classmethod
-    def _add(cls, measure, ns, events):
-        measure[0] += min(ns, cls.MEASURED_MAX)
-        measure[1] += min(events, cls.MEASURED_MAX)
-        while max(measure) > cls.MEASURED_MAX:
+    def _add(cls, measure, ns, events, prior):
+        while max(ns, events) > cls.MEASURED_MAX:
+            ns, events = ns // 2, events // 2
+        measure[0] += ns
+        measure[1] += events
+        while (measure[0] > cls.MEASURED_MAX
+               or measure[1] > cls.SPAN * prior):
             measure[0] //= 2
             measure[1] //= 2
 
@@ -129,27 +139,35 @@ class Guard(object):
                                 extra, n)
 
     def measure(self, mode, sample, maint_ns, walk_ns):
-        """An interval wholly in ``mode``: what its events took."""
-        self.exploring = False
+        """An interval wholly in ``mode``: what its events took.  A visit
+        ends here."""
+        self.visit_left = 0
         if mode == SHADOW and maint_ns and sample.page_faults:
-            self._add(self.faults, maint_ns, sample.page_faults)
+            self._add(self.faults, maint_ns, sample.page_faults,
+                      self.PRIOR_FAULTS)
         if walk_ns and sample.tlb_misses:
-            self._add(self.walks[mode], walk_ns, sample.tlb_misses)
+            self._add(self.walks[mode], walk_ns, sample.tlb_misses,
+                      self.PRIOR_MISSES)
 
     def explores(self, mode, history):
         """Go to the other mode to measure a price never measured: once,
         if this interval cost something here and at most twice that there,
-        with credit for a round trip, within budget for it and history + 1
+        with credit for a round trip, within budget for it and the visit's
         intervals at what the other mode cost more this interval."""
         other = SHADOW if mode == HAP else HAP
         learns = ((other == SHADOW and not self.faults[1])
                   or (self.walks[mode][1] and not self.walks[other][1]))
+        # Hap mode has data only if someone feeds the faults: a visit
+        # there needs to have seen some before.
+        if other == HAP and HAP not in self.modes_with_data:
+            learns = False
         here, there = self.costs
         return (not self.explored and bool(learns)
                 and 0 < here and there <= 2 * here
                 and self.credit >= self.round_trip()
                 and self.regret() + self.round_trip()
-                + (history + 1) * max(there - here, 0) <= self.budget())
+                + (history + self.SETTLE) * max(there - here, 0)
+                <= self.budget())
 
     def priced(self):
         return self.g.tlb_cost_ps or self.g.pf_cost_ps
@@ -220,20 +238,23 @@ class Guard(object):
         if self.priced():
             if self.gain < self.backoff * self.round_trip():
                 return 10
-            if self.regret() + self.price(target) > self.budget():
+            # Over budget by the switch: kept, unless it goes to the leader.
+            if (self.regret() + self.price(target) > self.budget()
+                    and target != self.leader()):
                 return 11
         if self.credit < self.needed(target):
             return 12
         return None
 
-    def switch(self, old, new, explore=False):
-        """A switch the engine makes; one to explore, and the one after
-        it, judge no stay."""
+    def switch(self, old, new, explore=False, visit=0, back=False):
+        """A switch the engine makes; one to explore (``explore``), the
+        way back from the visit (``back``) and the switch after an
+        exploration judge no stay."""
         price = self.price(new)
         self.credit -= price
         if self.priced():
             self.total['run'] += price
-            if self.switched and not explore:
+            if self.switched and not (explore or back):
                 paid = self.since[new] - self.since[old]
                 if paid < self.round_trip():
                     self.backoff = min(2 * self.backoff, self.BACKOFF_MAX)
@@ -242,7 +263,8 @@ class Guard(object):
         self.since = {HAP: 0, SHADOW: 0}
         self.gain = 0
         self.switched = not explore
-        self.exploring = explore
+        self.visit_left = visit if explore else 0
+        self.after_change = 0
         self.unmeasured = price
 
     def forced(self):
@@ -251,7 +273,8 @@ class Guard(object):
         self.since = {HAP: 0, SHADOW: 0}
         self.gain = 0
         self.unmeasured = 0
-        self.exploring = False
+        self.visit_left = 0
+        self.after_change = 0
 
 
 class Engine(object):
@@ -272,9 +295,10 @@ class Engine(object):
         self.last_rule = 0
         self.guard = Guard(guard) if guard is not None else None
 
-    def _switch(self, mode, explore=False):
+    def _switch(self, mode, explore=False, back=False):
         if self.guard is not None:
-            self.guard.switch(self.mode, mode, explore)
+            self.guard.switch(self.mode, mode, explore,
+                              self.history + self.guard.SETTLE, back)
         self.mode, self.window = mode, []
 
     def reset(self, mode):
@@ -295,9 +319,16 @@ class Engine(object):
         if not sample.instructions:
             self.last_rule = 9
             return self.mode
+        if g is not None:
+            g.modes_with_data.add(self.mode)
+            settled = g.after_change >= g.SETTLE
+            g.after_change += 1
         if g is not None and g.priced():
-            if whole:
+            on_visit = g.visit_left > 0
+            if whole and settled:
                 g.measure(self.mode, sample, maint_ns, walk_ns)
+            else:
+                g.visit_left = max(g.visit_left - 1, 0)
             g.account(self.mode, sample, elapsed_ns)
             leader = g.leader(g.margin)
             if (g.regret() > g.budget() and leader is not None
@@ -305,10 +336,20 @@ class Engine(object):
                 if g.credit < g.needed(leader):
                     self.last_rule = 12
                     return self.mode
-                g.margin = min(2 * g.margin, g.MARGIN_MAX)
+                if not on_visit:           # a visit's end is no flip
+                    g.margin = min(2 * g.margin, g.MARGIN_MAX)
                 self._switch(leader)
                 self.last_rule = 13
                 return self.mode
+            if on_visit and not g.visit_left:
+                # The visit is over: back if the mode it left cost less
+                # in this interval, and the credit pays the way.
+                back = SHADOW if self.mode == HAP else HAP
+                here, there = g.costs
+                if there < here and g.credit >= g.price(back):
+                    self._switch(back, back=True)
+                    self.last_rule = 14
+                    return self.mode
         self.window = (self.window + [sample])[-self.history:]
         if len(self.window) < self.history:
             self.last_rule = 0
@@ -323,7 +364,7 @@ class Engine(object):
             g.explored = True
             self._switch(SHADOW if mode == HAP else HAP, explore=True)
             self.last_rule = 14
-        elif mode != self.mode and g is not None and g.exploring:
+        elif mode != self.mode and g is not None and g.visit_left:
             self.last_rule = 14
         elif mode != self.mode:
             veto = g.veto(mode) if g is not None else None

@@ -158,8 +158,8 @@ def test_the_guard_does_not_switch_on_noise_or_idle(calibrated):
     """A random mix every slice and an idle guest: the per-interval
     oracle (switches priced) finds nothing worth a switch after the
     start, and the guarded engine makes at most the one a VM started in
-    the wrong mode needs, besides the round trip of its one visit to the
-    mode it has not measured."""
+    the wrong mode needs, besides the two of its one visit to the mode
+    it has not measured (there and back)."""
     for hw, profile in calibrated:
         for trace in family.unit_family():
             if trace.name not in ('noise', 'idle'):
@@ -169,8 +169,8 @@ def test_the_guard_does_not_switch_on_noise_or_idle(calibrated):
             run = replay.adaptive(profile.thresholds,
                                   profile.history_samples,
                                   profile.interval_s, guard=profile.guard)
-            assert run['explorations'] <= 1, (hw.name, trace.name, run)
-            assert (run['switches'] - 2 * run['explorations']
+            assert run['explorations'] <= 2, (hw.name, trace.name, run)
+            assert (run['switches'] - run['explorations']
                     <= max(oracle['switches'], 1)), (
                 hw.name, trace.name, run, oracle)
 
