@@ -140,8 +140,8 @@ class Rule(enum.IntEnum):
     OVER_BUDGET = 11      # the switch would take the regret over budget
     RATE_LIMIT = 12       # the VM's switch credit is spent
     REGRET_LEADER = 13    # regret over budget: to the cheaper static mode
-    # ABI version 5: to the mode whose prices the VM has not measured, once,
-    # and kept there until an interval there is measured.
+    # ABI version 5: a visit to the mode whose prices the VM has not
+    # measured (there, held there, and back).
     EXPLORE = 14
 
 
@@ -439,11 +439,11 @@ class Engine:
     4. once in the engine's life, when Figure 5 keeps the mode, go to the
        other one to measure a price the VM has not (EXPLORE,
        :meth:`_explores`): a visit, which keeps every switch Figure 5
-       wants (EXPLORE) until an interval there has been measured, or for
-       at most ``history`` + SETTLE_INTERVALS intervals with data; when it
-       ends, the VM goes back (EXPLORE) if the mode it left cost less in
-       that interval at the prices then, and the credit holds the way
-       back.
+       wants (EXPLORE) for ``history`` + SETTLE_INTERVALS intervals with
+       data (the switch's, the settling one, then the window's, which
+       measure); when it ends, the VM goes back (EXPLORE) if the mode it
+       left cost less in that interval at the prices then, and the credit
+       holds the way back.
 
     A switch whose stay did not save a round trip doubles ``backoff`` (at
     most BACKOFF_MAX); one that did halves it; a visit to measure, and the
@@ -544,12 +544,10 @@ class Engine:
     def _measure_events(self, sample, maint_ns, walk_ns):
         """What the interval's events took the VM, as measured, in an
         interval it ran wholly and settled in its mode: the time its vCPUs
-        spent
-        handling shadow page faults (``maint_ns``) over its guest page
-        faults, and the time they spent walking page tables (``walk_ns``)
-        over its TLB misses.  0 is no measure (no walk counter; a fault
-        takes some time to handle).  It ends a visit."""
-        self.exploring = 0
+        spent handling shadow page faults (``maint_ns``) over its guest
+        page faults, and the time they spent walking page tables
+        (``walk_ns``) over its TLB misses.  0 is no measure (no walk
+        counter; a fault takes some time to handle)."""
         if maint_ns and self.mode == Mode.SHADOW and sample.page_faults:
             _add_measure(self.maint, maint_ns, sample.page_faults,
                          PRIOR_FAULTS)
@@ -708,7 +706,7 @@ class Engine:
             visiting = self.exploring > 0
             if whole and settled:
                 self._measure_events(sample, maint_ns, walk_ns)
-            elif visiting:
+            if visiting:
                 self.exploring -= 1
             costs = self._account(sample, elapsed_ns)
             if self.regret > self.budget_ns():
@@ -743,9 +741,8 @@ class Engine:
                 self.explored = True
                 self._switch(Mode(1 - self.mode), Rule.EXPLORE)
                 # A stay to measure is not judged by what it paid: the
-                # way back leaves the backoff as it was.  It holds until
-                # an interval there is measured, and for at most as many
-                # intervals with data as its budget reserved.
+                # way back leaves the backoff as it was.  It holds for as
+                # many intervals with data as its budget reserved.
                 self.switched = False
                 self.exploring = self.history + SETTLE_INTERVALS
             return self.mode

@@ -28,7 +28,12 @@ The model (doc/source/simulation.rst has the full statement):
   and runs the mode the engine returns from the next interval on.  The
   next sample carries what the switch took, as the kernel measures it
   (``time_switching_ns``), and every sample the guest's memory, which the
-  model takes to be the working set (the kernel counts its memslots).
+  model takes to be the working set (the kernel counts its memslots),
+  and what the interval's events took, as the simulated host models the
+  kernel's counters: a fault's handling in shadow mode at what a fault
+  costs shadow over hap (all of it, exact and noise-free, which the real
+  handler's time is not), and, on generations with walk-cycle events,
+  each miss's walk (:meth:`.hardware.Hardware.walk_s`).
 * ``oracle`` knows the whole trace: it cuts the trace into pieces of
   ``interval`` seconds of native time and picks the cheapest sequence of
   modes, switching costs included (dynamic programming).  It may start

@@ -57,8 +57,10 @@ DEFAULT_CLOCK_HZ = 3e9
 # MODELED: what a TLB miss's walk takes natively (one dimension, the
 # paging-structure caches warm), beneath each mode's extra cost.  Only
 # the difference between the modes' walks prices anything (the engine,
-# the profiler), so its value moves no figure; but a walk of the shadow
-# tables takes time, and a walk-cycle count of 0 is no walk.
+# the profiler), so its value moves no price; it does move the simulated
+# host's walk seconds (both modes'), as a real host's walk events count
+# the whole walk; and a walk of the shadow tables takes time: a count of
+# 0 is no walk.
 NATIVE_WALK_NS = 10.0
 TOP = ('format_version', 'name', 'generation', 'description',
        'event_cost_ns', 'switch_cost_ns', 'calibration', 'sources')
@@ -91,7 +93,10 @@ class Hardware:
 
     def fault_handling_s(self):
         """Seconds the kernel's shadow maintenance counts for a guest page
-        fault in shadow mode (modeled: what it costs shadow over hap)."""
+        fault in shadow mode.  MODELED as what a fault costs shadow over
+        hap, all of it: the real counter times the handler, without the
+        VM exit and entry around it and with work hap mode does too, so
+        a real VM's measured price is off by those."""
         return max(self.extra_cost_s(vocabulary.SHADOW,
                                      vocabulary.EVENT_PAGE_FAULT), 0.0)
 

@@ -139,9 +139,7 @@ class Guard(object):
                                 extra, n)
 
     def measure(self, mode, sample, maint_ns, walk_ns):
-        """An interval wholly in ``mode``: what its events took.  A visit
-        ends here."""
-        self.visit_left = 0
+        """An interval wholly in ``mode``: what its events took."""
         if mode == SHADOW and maint_ns and sample.page_faults:
             self._add(self.faults, maint_ns, sample.page_faults,
                       self.PRIOR_FAULTS)
@@ -327,8 +325,7 @@ class Engine(object):
             on_visit = g.visit_left > 0
             if whole and settled:
                 g.measure(self.mode, sample, maint_ns, walk_ns)
-            else:
-                g.visit_left = max(g.visit_left - 1, 0)
+            g.visit_left = max(g.visit_left - 1, 0)
             g.account(self.mode, sample, elapsed_ns)
             leader = g.leader(g.margin)
             if (g.regret() > g.budget() and leader is not None
