@@ -75,8 +75,9 @@ BUDGET_FLOOR_NS = 100 * 10 ** 9
 PPM = 10 ** 6
 # Over budget, the VM goes to the cheaper static mode once that mode leads
 # by ``margin`` of its switches; each such move doubles ``margin``, up to
-# this, so a leader that flips back and forth is followed fewer and fewer
-# times (doc/source/simulation.rst).  A measured switch counts at most
+# this (one that ends a visit to measure does not), so a leader that flips
+# back and forth is followed fewer and fewer times
+# (doc/source/simulation.rst).  A measured switch counts at most
 # METRIC_MAX ns, so that MARGIN_MAX switches fit in the ledger.
 MARGIN_MAX = 1 << 13
 # A price the VM measures weighs as much as the profile's (the prior) once
@@ -417,12 +418,12 @@ class Engine:
     1. regret over budget (``budget_ppm`` of the run time with data, at
        least of BUDGET_FLOOR_NS) and a static mode cheaper so far by more
        than ``margin`` switches into it (the leader): go there
-       (REGRET_LEADER), and double ``margin`` (at most MARGIN_MAX), so
-       that a leader that keeps flipping is followed fewer and fewer
-       times;
+       (REGRET_LEADER), and double ``margin`` (at most MARGIN_MAX; not
+       when the move ends a visit), so that a leader that keeps flipping
+       is followed fewer and fewer times;
     2. Figure 5 wants a switch: make it only if ``gain`` has reached
        ``backoff`` round trips (else UNPAID) and the switch keeps the
-       regret within budget (else OVER_BUDGET);
+       regret within budget or goes to the leader (else OVER_BUDGET);
     3. a switch needs its price in credit, and a switch away from the
        *leader* (the static mode cheaper by more than a switch) the way
        back too, so that the way back is always paid for (else
@@ -438,12 +439,13 @@ class Engine:
        overshoot of a switch the old one had not measured yet;
     4. once in the engine's life, when Figure 5 keeps the mode, go to the
        other one to measure a price the VM has not (EXPLORE,
-       :meth:`_explores`): a visit, which keeps every switch Figure 5
-       wants (EXPLORE) for ``history`` + SETTLE_INTERVALS intervals with
-       data (the switch's, the settling one, then the window's, which
-       measure); when it ends, the VM goes back (EXPLORE) if the mode it
-       left cost less in that interval at the prices then, and the credit
-       holds the way back.
+       :meth:`_explores`): a visit of ``history`` + SETTLE_INTERVALS
+       intervals with data (the switch's, the settling one, then the
+       window's, which measure), which keeps every switch Figure 5 wants
+       (EXPLORE) in all but the last; in the last the VM goes back
+       (EXPLORE) if the mode it left cost less in it at the prices then
+       and the credit holds the way back, else Figure 5 decides as
+       usual.
 
     A switch whose stay did not save a round trip doubles ``backoff`` (at
     most BACKOFF_MAX); one that did halves it; a visit to measure, and the

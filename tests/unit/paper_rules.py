@@ -139,7 +139,8 @@ class Guard(object):
                                 extra, n)
 
     def measure(self, mode, sample, maint_ns, walk_ns):
-        """An interval wholly in ``mode``: what its events took."""
+        """An interval wholly and settled in ``mode``: what its events
+        took."""
         if mode == SHADOW and maint_ns and sample.page_faults:
             self._add(self.faults, maint_ns, sample.page_faults,
                       self.PRIOR_FAULTS)
