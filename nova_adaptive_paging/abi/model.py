@@ -477,8 +477,7 @@ class VmModel:
             return None
         nominal = self.effective_thresholds().interval_ms * 10 ** 6
         target = str(self.engine.step(s, min(elapsed_ns, nominal), took,
-                                      self.memory_mib, maint_ns,
-                                      0 if injected else walk_ns))
+                                      self.memory_mib, maint_ns, walk_ns))
         self.stats.update(last_rule=int(self.engine.last_rule),
                           last_htlb=self.engine.last_htlb,
                           last_hpt=self.engine.last_hpt)
