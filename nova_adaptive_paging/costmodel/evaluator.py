@@ -229,6 +229,59 @@ class Replay:
         return {'time_s': total, 'switches': switches,
                 'time_hap_s': in_mode[HAP], 'time_shadow_s': in_mode[SHADOW]}
 
+    def floor_within_budget(self, interval, share, initial_s, start=HAP):
+        """A floor under what any rule whose switching keeps within a
+        credit can reach: the cheapest sequence of modes, one per
+        ``interval`` seconds of native time, that knows the whole trace,
+        starts in ``start`` and makes its k-th switch only while the
+        switching so far is at most ``initial_s`` plus ``share`` of the
+        time that could have elapsed by then.  That time is taken at its
+        largest (every piece before in the dearer mode, plus the
+        switching) and the switching at its least (each switch into
+        shadow mode at the trace's smallest working set), and the
+        guard's cap on credit is left out: the floor is permissive, so a
+        run no rule within the credit can bring below it is out of reach
+        of the guard's budget, whatever the rule.  Only a time (a floor
+        rather than a schedule)."""
+        pieces = self._segments(interval)
+        least = (self.hw.switch_s(MODE_NAMES[HAP], 0.0),
+                 min(self._switch_s(SHADOW, row)
+                     for row in range(len(self.dur))))
+
+        def spent(k):
+            # Switches alternate, the first out of ``start``.
+            into_other = (k + 1) // 2
+            into_start = k // 2
+            return (into_other * least[1 - start]
+                    + into_start * least[start])
+
+        # When the k-th switch is affordable: spent(k) <= initial_s +
+        # share * (dearest elapsed + spent(k)).
+        dearest = _cumulative(max(p[0], p[1]) for p in pieces)
+        if not 0 <= share < 1:
+            raise ValueError('share must be in [0, 1), got %r' % (share,))
+        # At most a switch a piece (the oracle's granularity).
+        kmax = 0
+        while (kmax < len(pieces) and spent(kmax + 1) * (1 - share)
+               <= initial_s + share * dearest[-1]):
+            kmax += 1
+        inf = math.inf
+        best = [[inf, inf] for _ in range(kmax + 1)]
+        best[0][start] = 0.0
+        for i, (cost_hap, cost_shadow, row) in enumerate(pieces):
+            costs = (cost_hap, cost_shadow)
+            credit = initial_s + share * dearest[i]
+            nxt = [[inf, inf] for _ in range(kmax + 1)]
+            for k in range(kmax + 1):
+                for m in (HAP, SHADOW):
+                    t = best[k][m]
+                    if k and spent(k) * (1 - share) <= credit:
+                        t = min(t, best[k - 1][1 - m]
+                                + self._switch_s(m, row))
+                    nxt[k][m] = t + costs[m]
+            best = nxt
+        return min(min(b) for b in best)
+
 
 # The replays step once per sampling interval of modeled time; a trace
 # and hardware profile that model more intervals than this would run for

@@ -26,6 +26,7 @@ from nova_adaptive_paging import dsp
 from nova_adaptive_paging import profiles
 from nova_adaptive_paging.tuning import derivation
 from nova_adaptive_paging.costmodel import evaluator
+from nova_adaptive_paging.costmodel import family
 from nova_adaptive_paging.costmodel import hardware
 from nova_adaptive_paging.costmodel import traces
 
@@ -239,6 +240,59 @@ def test_an_oracle_that_starts_in_hap_pays_to_leave_it():
     assert hap['time_s'] == pytest.approx(
         100 + NEHALEM.switch_s('shadow', 100))
     assert replay.oracle(5, start=evaluator.SHADOW) == free
+
+
+def _tlb_bound(mib):
+    """100 s of a TLB-bound guest of ``mib`` MiB: 1.24 s a second in HAP
+    (6e7 misses at 4 ns), 1 s in shadow mode, on Nehalem."""
+    rows = [{'interval_s': 1, 'instructions': 2e9, 'tlb_misses': 6e7,
+             'page_faults': 0, 'working_set_mib': mib}] * 100
+    return evaluator.Replay(traces.loads(traces.dumps(rows), 'tlb.csv'),
+                            NEHALEM)
+
+
+@pytest.mark.parametrize('mib', (100, 4096, 65536))
+def test_the_floor_within_a_budget_switches_once_the_credit_pays(mib):
+    """Starting in HAP with 0.0572 s of credit and 0.5 % of the time
+    after, a switch into shadow mode of S seconds is affordable once
+    S (1 - 0.005) <= 0.0572 + 0.005 x the time elapsed at its dearest
+    (1.24 s a native second): at once for 100 MiB (3.7 ms), after
+    pieces of 5 native seconds for 4 GiB (111.6 ms), never within 100 s
+    for 64 GiB (1.77 s), which then runs in HAP throughout."""
+    replay = _tlb_bound(mib)
+    switch = NEHALEM.switch_s('shadow', mib)
+    pieces = 0
+    while (pieces < 20 and switch * (1 - 0.005)
+           > 0.0572 + 0.005 * 1.24 * 5 * pieces):
+        pieces += 1
+    expected = (124.0 if pieces == 20
+                else 1.24 * 5 * pieces + switch + 100 - 5 * pieces)
+    assert {100: 0, 4096: 2, 65536: 20}[mib] == pieces
+    assert replay.floor_within_budget(5, 0.005, 0.0572) == pytest.approx(
+        expected)
+    # With credit for every switch it is the oracle that starts in HAP.
+    assert replay.floor_within_budget(5, 0.5, 1e6) == pytest.approx(
+        replay.oracle(5, start=evaluator.HAP)['time_s'])
+
+
+def test_no_guard_goes_below_the_floor_of_its_credit():
+    """The guard keeps its switching within its credit, so the floor of
+    that credit is below what it takes, on the family's guests of every
+    size (family.unit_family, each at three sizes)."""
+    profile = profiles.builtin()
+    g = profile.guard
+    for member in family.unit_family():
+        for gib in (1, 64, 512):
+            replay = evaluator.Replay(family.at_size(member, gib), NEHALEM)
+            got = replay.adaptive(profile.thresholds,
+                                  profile.history_samples,
+                                  profile.interval_s, guard=g)['time_s']
+            floor = replay.floor_within_budget(
+                profile.interval_s, g.budget_ppm / dsp.PPM,
+                2 * g.switch_ns * 1e-9)
+            assert floor <= got * (1 + 1e-9), (member.name, gib)
+            assert floor <= min(replay.static(m)['time_s']
+                                for m in (0, 1)) * (1 + 1e-9)
 
 
 @pytest.mark.parametrize('name', sorted(TRACES))
