@@ -174,17 +174,14 @@ def _worst(rows):
 def _floors(hw, profile, traces):
     """Per trace name, the floor under what any rule within the credit
     of ``profile``'s guard reaches on ``hw``, as a ratio to the better
-    static mode: the guard's first credit (two switches at its price)
-    and its budget's share of the time."""
-    g = profile.guard
+    static mode."""
     out = {}
     for t in traces:
         replay = evaluator.Replay(t, hw)
         best = min(replay.static(m)['time_s']
                    for m in (evaluator.HAP, evaluator.SHADOW))
         out[t.name] = replay.floor_within_budget(
-            profile.interval_s, g.budget_ppm / dsp.PPM,
-            2 * g.switch_ns * 1e-9) / best
+            profile.interval_s, profile.guard) / best
     return out
 
 

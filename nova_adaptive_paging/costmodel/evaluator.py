@@ -40,6 +40,7 @@ The model (doc/source/simulation.rst has the full statement):
   in either mode for free, so it is never worse than a static mode.
 """
 
+import bisect
 import itertools
 import math
 
@@ -229,58 +230,98 @@ class Replay:
         return {'time_s': total, 'switches': switches,
                 'time_hap_s': in_mode[HAP], 'time_shadow_s': in_mode[SHADOW]}
 
-    def floor_within_budget(self, interval, share, initial_s, start=HAP):
-        """A floor under what any rule whose switching keeps within a
-        credit can reach: the cheapest sequence of modes, one per
-        ``interval`` seconds of native time, that knows the whole trace,
-        starts in ``start`` and makes its k-th switch only while the
-        switching so far is at most ``initial_s`` plus ``share`` of the
-        time that could have elapsed by then.  That time is taken at its
-        largest (every piece before in the dearer mode, plus the
-        switching) and the switching at its least (each switch into
-        shadow mode at the trace's smallest working set), and the
-        guard's cap on credit is left out: the floor is permissive, so a
-        run no rule within the credit can bring below it is out of reach
-        of the guard's budget, whatever the rule.  Only a time (a floor
-        rather than a schedule)."""
+    def floor_within_budget(self, interval, guard, start=HAP):
+        """A floor under what any rule whose switching keeps within the
+        credit of ``guard`` (a dsp.Guard) can reach, starting in
+        ``start``: the credit is two switches at the guard's price plus
+        ``budget_ppm`` of the time worked so far, and a switch needs
+        credit for what the earlier switches took and for its own
+        price, which the guard sets at least at ``switch_cost_ns`` and,
+        into shadow mode, at ``switch_ns_per_gib`` of the working set.
+
+        Everything is counted in the rule's favour, so that a run no
+        rule within the credit can bring below this is out of reach of
+        the budget, whatever the rule: it knows the whole trace; time
+        worked is taken as if every piece of ``interval`` native seconds
+        ran in the dearer mode; switches take the least they take in
+        the piece they are made in, earlier ones the least they take in
+        the trace; its own price is the least the guard may set; the
+        guard's cap on credit is left out; and a piece in which the rule
+        switches (once, or there and back) costs what each of its rows
+        costs in the cheaper mode for that row, so that a switch
+        anywhere inside it, at any rule's sampling instant, is covered.
+        Only a time (a floor, not a schedule); the work is pieces x
+        affordable switches."""
+        share = guard.budget_ppm / dsp.PPM
+        initial_s = 2 * guard.switch_ns * 1e-9
         pieces = self._segments(interval)
-        least = (self.hw.switch_s(MODE_NAMES[HAP], 0.0),
-                 min(self._switch_s(SHADOW, row)
-                     for row in range(len(self.dur))))
+        n = len(self.dur)
+        least = [self.hw.switch_s(MODE_NAMES[HAP], 0.0),
+                 min(self._switch_s(SHADOW, row) for row in range(n))]
+        smallest = min(self._working_set_mib(row) for row in range(n))
+        price = [guard.switch_ns * 1e-9,
+                 max(guard.switch_ns,
+                     guard.switch_ns_per_gib * smallest / 1024) * 1e-9]
+        # Per row, the cheaper mode; per piece, its rows' sum and the
+        # least a switch into shadow mode takes in it.
+        cheaper = _cumulative(min(h, s) for h, s in zip(*self.rows_time))
+        ends = _cumulative(self.dur)
+        into_shadow, mixed = [], []
+        for i, (_, _, row) in enumerate(pieces):
+            last = pieces[i + 1][2] if i + 1 < len(pieces) else n - 1
+            last = min(last, n - 1)
+            into_shadow.append(min(self._switch_s(SHADOW, r)
+                                   for r in range(row, last + 1)))
+            lo, hi = i * interval, (i + 1) * interval
+            mixed.append(_between(cheaper, ends, self.dur, lo, hi))
 
         def spent(k):
-            # Switches alternate, the first out of ``start``.
-            into_other = (k + 1) // 2
-            into_start = k // 2
-            return (into_other * least[1 - start]
-                    + into_start * least[start])
+            # What k switches take at the least, alternating from start.
+            return ((k + 1) // 2 * least[1 - start]
+                    + k // 2 * least[start])
 
-        # When the k-th switch is affordable: spent(k) <= initial_s +
-        # share * (dearest elapsed + spent(k)).
+        def affordable(k, credit):
+            # The k-th switch goes into the other mode if k is odd.
+            mode = 1 - start if k % 2 else start
+            return spent(k - 1) + price[mode] <= credit
+
         dearest = _cumulative(max(p[0], p[1]) for p in pieces)
-        if not 0 <= share < 1:
-            raise ValueError('share must be in [0, 1), got %r' % (share,))
-        # At most a switch a piece (the oracle's granularity).
         kmax = 0
-        while (kmax < len(pieces) and spent(kmax + 1) * (1 - share)
-               <= initial_s + share * dearest[-1]):
+        while (kmax < 2 * len(pieces)
+               and affordable(kmax + 1, initial_s + share * dearest[-1])):
             kmax += 1
         inf = math.inf
         best = [[inf, inf] for _ in range(kmax + 1)]
         best[0][start] = 0.0
-        for i, (cost_hap, cost_shadow, row) in enumerate(pieces):
+        for i, (cost_hap, cost_shadow, _) in enumerate(pieces):
             costs = (cost_hap, cost_shadow)
-            credit = initial_s + share * dearest[i]
+            switch = (least[HAP], into_shadow[i])
+            credit = initial_s + share * dearest[i + 1]
             nxt = [[inf, inf] for _ in range(kmax + 1)]
             for k in range(kmax + 1):
                 for m in (HAP, SHADOW):
-                    t = best[k][m]
-                    if k and spent(k) * (1 - share) <= credit:
-                        t = min(t, best[k - 1][1 - m]
-                                + self._switch_s(m, row))
-                    nxt[k][m] = t + costs[m]
+                    t = best[k][m] + costs[m]
+                    if k and affordable(k, credit):
+                        t = min(t, best[k - 1][1 - m] + switch[m]
+                                + mixed[i])
+                    if (k > 1 and affordable(k - 1, credit)
+                            and affordable(k, credit)):
+                        t = min(t, best[k - 2][m] + switch[1 - m]
+                                + switch[m] + mixed[i])
+                    nxt[k][m] = t
             best = nxt
         return min(min(b) for b in best)
+
+
+def _between(cum, ends, dur, lo, hi):
+    """What the rows' values (``cum``, cumulative) add up to between
+    native times ``lo`` and ``hi``, a row split where they fall."""
+    def at(x):
+        if x >= ends[-1]:
+            return cum[-1]
+        i = max(bisect.bisect_right(ends, x) - 1, 0)
+        return cum[i] + (cum[i + 1] - cum[i]) * (x - ends[i]) / dur[i]
+    return at(hi) - at(lo)
 
 
 # The replays step once per sampling interval of modeled time; a trace

@@ -242,57 +242,74 @@ def test_an_oracle_that_starts_in_hap_pays_to_leave_it():
     assert replay.oracle(5, start=evaluator.SHADOW) == free
 
 
-def _tlb_bound(mib):
-    """100 s of a TLB-bound guest of ``mib`` MiB: 1.24 s a second in HAP
-    (6e7 misses at 4 ns), 1 s in shadow mode, on Nehalem."""
-    rows = [{'interval_s': 1, 'instructions': 2e9, 'tlb_misses': 6e7,
-             'page_faults': 0, 'working_set_mib': mib}] * 100
-    return evaluator.Replay(traces.loads(traces.dumps(rows), 'tlb.csv'),
+def _tlb_bound(mib, rows=None):
+    """100 s of a TLB-bound guest of ``mib`` MiB (or per-row sizes):
+    1.24 s a second in HAP (6e7 misses at 4 ns), 1 s in shadow mode, on
+    Nehalem."""
+    rows = rows or [mib] * 100
+    csv = [{'interval_s': 1, 'instructions': 2e9, 'tlb_misses': 6e7,
+            'page_faults': 0, 'working_set_mib': size} for size in rows]
+    return evaluator.Replay(traces.loads(traces.dumps(csv), 'tlb.csv'),
                             NEHALEM)
+
+
+# Nehalem's shipped guard: 28.648 ms a switch, 27.648 ms a GiB into
+# shadow mode, 0.5 % of the time.
+GUARD = dsp.Guard(tlb_cost_ps=4000, pf_cost_ps=10000000,
+                  switch_cost_ns=28648000, budget_ppm=5000,
+                  switch_ns_per_gib=27648000)
 
 
 @pytest.mark.parametrize('mib', (100, 4096, 65536))
 def test_the_floor_within_a_budget_switches_once_the_credit_pays(mib):
-    """Starting in HAP with 0.0572 s of credit and 0.5 % of the time
-    after, a switch into shadow mode of S seconds is affordable once
-    S (1 - 0.005) <= 0.0572 + 0.005 x the time elapsed at its dearest
-    (1.24 s a native second): at once for 100 MiB (3.7 ms), after
-    pieces of 5 native seconds for 4 GiB (111.6 ms), never within 100 s
-    for 64 GiB (1.77 s), which then runs in HAP throughout."""
+    """Starting in HAP with credit for two switches at 28.648 ms and
+    0.5 % of the time worked after, a switch into shadow mode priced at
+    P (28.648 ms a GiB, at least 28.648 ms) can be made in the first
+    piece of 5 native seconds at whose end 0.057296 + 0.005 x 1.24 x 5
+    x pieces >= P (the time worked taken in the dearer mode, HAP): in
+    the first piece for 100 MiB, the second for 4 GiB (P = 110.6 ms),
+    none within 100 s for 64 GiB (P = 1.77 s), which then runs in HAP
+    throughout.  The piece it switches in costs its shadow time."""
     replay = _tlb_bound(mib)
-    switch = NEHALEM.switch_s('shadow', mib)
-    pieces = 0
-    while (pieces < 20 and switch * (1 - 0.005)
-           > 0.0572 + 0.005 * 1.24 * 5 * pieces):
+    price = max(28648000, 27648000 * mib / 1024) * 1e-9
+    pieces = 1
+    while pieces <= 20 and 0.057296 + 0.005 * 1.24 * 5 * pieces < price:
         pieces += 1
-    expected = (124.0 if pieces == 20
-                else 1.24 * 5 * pieces + switch + 100 - 5 * pieces)
-    assert {100: 0, 4096: 2, 65536: 20}[mib] == pieces
-    assert replay.floor_within_budget(5, 0.005, 0.0572) == pytest.approx(
-        expected)
+    hap_pieces = pieces - 1
+    expected = (124.0 if pieces > 20 else 1.24 * 5 * hap_pieces
+                + NEHALEM.switch_s('shadow', mib) + 100 - 5 * hap_pieces)
+    assert {100: 0, 4096: 1, 65536: 20}[mib] == min(hap_pieces, 20)
+    assert replay.floor_within_budget(5, GUARD) == pytest.approx(expected)
     # With credit for every switch it is the oracle that starts in HAP.
-    assert replay.floor_within_budget(5, 0.5, 1e6) == pytest.approx(
+    rich = dsp.Guard(4000, 10000000, 28648000, 999999, 0)
+    assert replay.floor_within_budget(5, rich) == pytest.approx(
         replay.oracle(5, start=evaluator.HAP)['time_s'])
 
 
 def test_no_guard_goes_below_the_floor_of_its_credit():
     """The guard keeps its switching within its credit, so the floor of
-    that credit is below what it takes, on the family's guests of every
-    size (family.unit_family, each at three sizes)."""
+    that credit is below what it takes: on the family's guests of every
+    size (family.unit_family at three sizes), and on the cases where a
+    floor is easiest to get wrong: a switch priced below what it takes
+    (the guard's price per GiB leaves out the fixed part), decided at
+    instants that fall inside a piece of native time, and a working set
+    that changes from row to row."""
     profile = profiles.builtin()
     g = profile.guard
-    for member in family.unit_family():
-        for gib in (1, 64, 512):
-            replay = evaluator.Replay(family.at_size(member, gib), NEHALEM)
-            got = replay.adaptive(profile.thresholds,
-                                  profile.history_samples,
-                                  profile.interval_s, guard=g)['time_s']
-            floor = replay.floor_within_budget(
-                profile.interval_s, g.budget_ppm / dsp.PPM,
-                2 * g.switch_ns * 1e-9)
-            assert floor <= got * (1 + 1e-9), (member.name, gib)
-            assert floor <= min(replay.static(m)['time_s']
-                                for m in (0, 1)) * (1 + 1e-9)
+    replays = [evaluator.Replay(family.at_size(member, gib), NEHALEM)
+               for member in family.unit_family() for gib in (1, 64, 512)]
+    replays += [_tlb_bound(mib) for mib in (3000, 3973, 8192, 16384)]
+    replays.append(_tlb_bound(None, [524288 if i % 5 == 0 else 1024
+                                     for i in range(100)]))
+    for replay in replays:
+        got = replay.adaptive(profile.thresholds, profile.history_samples,
+                              profile.interval_s, guard=g)['time_s']
+        for interval in (profile.interval_s, 4, 1):
+            floor = replay.floor_within_budget(interval, g)
+            assert floor <= got * (1 + 1e-9), (replay.trace.name, interval)
+        # Never switching is within any credit.
+        assert floor <= replay.static(evaluator.HAP)['time_s'] * (
+            1 + 1e-9)
 
 
 @pytest.mark.parametrize('name', sorted(TRACES))
