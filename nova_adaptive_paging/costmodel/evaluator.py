@@ -40,7 +40,6 @@ The model (doc/source/simulation.rst has the full statement):
   in either mode for free, so it is never worse than a static mode.
 """
 
-import bisect
 import itertools
 import math
 
@@ -170,28 +169,30 @@ class Replay:
                 'time_hap_s': in_mode[HAP],
                 'time_shadow_s': in_mode[SHADOW]}
 
-    def _segments(self, interval):
+    def _segments(self, interval, extra=()):
         """Per piece of ``interval`` native seconds: (hap s, shadow s,
-        row where it starts)."""
-        cum = [_cumulative(rows) for rows in self.rows_time]
+        row where it starts, then the piece's sum of each per-row series
+        of ``extra``), a row split where a piece ends."""
+        cum = [_cumulative(rows) for rows in (*self.rows_time, *extra)]
         ends = _cumulative(self.dur)
         total = ends[-1]
         n = len(self.dur)
         pieces = []
         i = 0
-        prev = (0.0, 0.0, 0)
+        prev = (0.0,) * len(cum) + (0,)
         k = 1
-        while prev[2] < n:
+        while prev[-1] < n:
             x = k * interval
             if x >= total:
-                cur = (cum[0][-1], cum[1][-1], n)
+                cur = tuple(c[-1] for c in cum) + (n,)
             else:
                 while ends[i + 1] <= x:
                     i += 1
                 f = (x - ends[i]) / self.dur[i]
                 cur = tuple(c[i] + (c[i + 1] - c[i]) * f for c in cum) + (
                     i,)
-            pieces.append((cur[0] - prev[0], cur[1] - prev[1], prev[2]))
+            sums = [c - p for c, p in zip(cur[:-1], prev[:-1])]
+            pieces.append((sums[0], sums[1], prev[-1], *sums[2:]))
             prev = cur
             k += 1
             if x >= total:
@@ -254,7 +255,9 @@ class Replay:
         affordable switches."""
         share = guard.budget_ppm / dsp.PPM
         initial_s = 2 * guard.switch_ns * 1e-9
-        pieces = self._segments(interval)
+        # Per piece, also what its rows cost each in its cheaper mode.
+        pieces = self._segments(interval, extra=(
+            [min(h, s) for h, s in zip(*self.rows_time)],))
         n = len(self.dur)
         least = [self.hw.switch_s(MODE_NAMES[HAP], 0.0),
                  min(self._switch_s(SHADOW, row) for row in range(n))]
@@ -262,38 +265,29 @@ class Replay:
         price = [guard.switch_ns * 1e-9,
                  max(guard.switch_ns,
                      guard.switch_ns_per_gib * smallest / 1024) * 1e-9]
-        # Per row, the cheaper mode; per piece, its rows' sum and the
-        # least a switch into shadow mode takes in it.
-        cheaper = _cumulative(min(h, s) for h, s in zip(*self.rows_time))
-        ends = _cumulative(self.dur)
-        into_shadow, mixed = [], []
-        for i, (_, _, row) in enumerate(pieces):
-            last = pieces[i + 1][2] if i + 1 < len(pieces) else n - 1
-            last = min(last, n - 1)
-            into_shadow.append(min(self._switch_s(SHADOW, r)
-                                   for r in range(row, last + 1)))
-            lo, hi = i * interval, (i + 1) * interval
-            mixed.append(_between(cheaper, ends, self.dur, lo, hi))
+        # The least a switch into shadow mode takes in each piece (the
+        # rows it starts and ends in).
+        into_shadow = [min(self._switch_s(SHADOW, r) for r in range(
+            row, pieces[i + 1][2] + 1 if i + 1 < len(pieces) else n))
+            for i, (_, _, row, _) in enumerate(pieces)]
 
-        def spent(k):
-            # What k switches take at the least, alternating from start.
-            return ((k + 1) // 2 * least[1 - start]
-                    + k // 2 * least[start])
-
-        def affordable(k, credit):
-            # The k-th switch goes into the other mode if k is odd.
-            mode = 1 - start if k % 2 else start
-            return spent(k - 1) + price[mode] <= credit
+        def needs(k):
+            # Credit the k-th switch needs: what the k - 1 before it took
+            # at the least (they alternate, the first out of start) and
+            # its own price (into the other mode if k is odd).
+            before = k // 2 * least[1 - start] + (k - 1) // 2 * least[start]
+            return before + price[1 - start if k % 2 else start]
 
         dearest = _cumulative(max(p[0], p[1]) for p in pieces)
-        kmax = 0
-        while (kmax < 2 * len(pieces)
-               and affordable(kmax + 1, initial_s + share * dearest[-1])):
-            kmax += 1
+        most = initial_s + share * dearest[-1]
+        need = [0.0]
+        while len(need) <= 2 * len(pieces) and needs(len(need)) <= most:
+            need.append(needs(len(need)))
+        kmax = len(need) - 1
         inf = math.inf
         best = [[inf, inf] for _ in range(kmax + 1)]
         best[0][start] = 0.0
-        for i, (cost_hap, cost_shadow, _) in enumerate(pieces):
+        for i, (cost_hap, cost_shadow, _, mixed) in enumerate(pieces):
             costs = (cost_hap, cost_shadow)
             switch = (least[HAP], into_shadow[i])
             credit = initial_s + share * dearest[i + 1]
@@ -301,27 +295,14 @@ class Replay:
             for k in range(kmax + 1):
                 for m in (HAP, SHADOW):
                     t = best[k][m] + costs[m]
-                    if k and affordable(k, credit):
-                        t = min(t, best[k - 1][1 - m] + switch[m]
-                                + mixed[i])
-                    if (k > 1 and affordable(k - 1, credit)
-                            and affordable(k, credit)):
+                    if k and need[k] <= credit:
+                        t = min(t, best[k - 1][1 - m] + switch[m] + mixed)
+                    if k > 1 and max(need[k - 1], need[k]) <= credit:
                         t = min(t, best[k - 2][m] + switch[1 - m]
-                                + switch[m] + mixed[i])
+                                + switch[m] + mixed)
                     nxt[k][m] = t
             best = nxt
         return min(min(b) for b in best)
-
-
-def _between(cum, ends, dur, lo, hi):
-    """What the rows' values (``cum``, cumulative) add up to between
-    native times ``lo`` and ``hi``, a row split where they fall."""
-    def at(x):
-        if x >= ends[-1]:
-            return cum[-1]
-        i = max(bisect.bisect_right(ends, x) - 1, 0)
-        return cum[i] + (cum[i + 1] - cum[i]) * (x - ends[i]) / dur[i]
-    return at(hi) - at(lo)
 
 
 # The replays step once per sampling interval of modeled time; a trace
