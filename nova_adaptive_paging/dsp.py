@@ -41,14 +41,15 @@ pt          fpf / ftlb * 1000                    pf * 10^10 // tlb
 Every metric saturates at :data:`METRIC_MAX` (2^48 - 1) so that the sum of a
 full history window (at most :data:`HISTORY_MAX` samples) fits in 64 bits.
 
-Around Figure 5 sits the switch guard (:class:`Guard`, ABI version 5): a
+Around Figure 5 sits the switch guard (:class:`Guard`, ABI version 6): a
 ledger, in nanoseconds, of what the VM's run has cost against what each
 static mode would have cost on the same counts, which vetoes switches that
 have not been paid for, keeps the run's regret within a budget and caps
 the share of time spent switching.  A switch is priced at what the VM's
 last switch the same way took, as the kernel measured it, and charged
 what it takes; a guest page fault and a TLB miss at the profile's
-prices weighed against what the VM's own took.  doc/source/simulation.rst
+prices weighed against what the VM's own took; a load of CR3 in shadow
+mode at the profile's price.  doc/source/simulation.rst
 argues its bound.
 """
 
@@ -94,6 +95,11 @@ MEASURE_SPAN = 64
 # needs (shadow pages), which is the switch's cost, not a fault's.  A
 # visit to measure the other mode lasts the window and these.
 SETTLE_INTERVALS = 2
+# The VM's rate of CR3 loads (per instruction) is measured in intervals it
+# ran wholly in shadow mode, where each load exits, over at most this many
+# instructions (its count and instructions halve past it): about a minute
+# of a busy vCPU, so that the rate follows what the guest does now.
+CR3_SPAN_INSNS = 1 << 40
 
 FTLB_SCALE = 10 ** 6
 FPF_SCALE = 10 ** 13
@@ -317,7 +323,7 @@ def _clamp(value):
 
 @dataclasses.dataclass(frozen=True)
 class Guard:
-    """What a switch costs against what it gains (ABI versions 3 to 5).
+    """What a switch costs against what it gains (ABI versions 3 to 6).
 
     ``tlb_cost_ps``: what one TLB miss costs in hap over shadow (the second
     dimension of the walk), in picoseconds; ``pf_cost_ps``: what one guest
@@ -332,6 +338,9 @@ class Guard:
     a switch into shadow mode takes per GiB of the VM's memory (rmaps and
     write tracking for every memslot), so that a big VM's first switch is
     priced near what it will take, before any has been measured.
+    ``cr3_cost_ps`` (ABI version 6): what one guest load of CR3 costs in
+    shadow over hap (shadow paging intercepts every one; TDP none), in
+    picoseconds.
 
     Without per-event costs (both 0: a threshold set written before version
     3) the guard only caps the switch rate.
@@ -342,9 +351,10 @@ class Guard:
     switch_cost_ns: int = 0
     budget_ppm: int = 5000
     switch_ns_per_gib: int = 0
+    cr3_cost_ps: int = 0
 
     FIELDS = ('tlb_cost_ps', 'pf_cost_ps', 'switch_cost_ns', 'budget_ppm',
-              'switch_ns_per_gib')
+              'switch_ns_per_gib', 'cr3_cost_ps')
     LIMITS = {'budget_ppm': PPM}
 
     def __post_init__(self):
@@ -408,7 +418,14 @@ class Engine:
     took in hap mode less in shadow mode (``walk_ns``), once it has
     walked in both: the guard's price counts as PRIOR_FAULTS faults or
     PRIOR_MISSES misses (:meth:`pf_cost_ps`, :meth:`tlb_cost_ps`), and a
-    measure spans at most MEASURE_SPAN priors.  Only an interval the VM
+    measure spans at most MEASURE_SPAN priors.  Shadow mode also pays
+    ``cr3_cost_ps`` for each guest load of CR3 (ABI version 6): in an
+    interval the VM ran wholly in shadow mode, each load exits and the
+    kernel counts them (``cr3_loads`` of :meth:`step`), which also
+    measures the VM's loads per instruction (over at most CR3_SPAN_INSNS
+    instructions); in any other interval none exits, and the interval's
+    instructions at that rate stand for them (none before the VM has
+    run an interval wholly in shadow mode).  Only an interval the VM
     ran wholly and settled in its mode measures: one without switching
     time, after the last switch was measured, and past the first
     SETTLE_INTERVALS intervals with data after a change of mode (what the
@@ -485,6 +502,7 @@ class Engine:
         # the first ones after a change do not measure events.
         self.since_change = SETTLE_INTERVALS
         self.walk = [[0, 0], [0, 0]]     # per mode: ns walking, TLB misses
+        self.cr3 = [0, 0]                # in shadow mode: loads, insns
         self.credit = 2 * guard.switch_ns if guard else 0
 
     def keep_credit(self, credit):
@@ -510,11 +528,15 @@ class Engine:
             self.gain = self.paid = 0
         self.window.clear()
 
-    def _account(self, sample, elapsed_ns):
-        """The ledger's update for one interval with data; returns what
-        the interval cost in this mode and would have in the other."""
+    def _account(self, sample, elapsed_ns, cr3):
+        """The ledger's update for one interval with data and ``cr3``
+        loads of CR3; returns what the interval cost in this mode and
+        would have in the other."""
         hap = _scaled_ratio(sample.tlb_misses, self.tlb_cost_ps(), 1000)
-        shadow = _scaled_ratio(sample.page_faults, self.pf_cost_ps(), 1000)
+        shadow = min(_scaled_ratio(sample.page_faults, self.pf_cost_ps(),
+                                   1000)
+                     + _scaled_ratio(cr3, self.guard.cr3_cost_ps, 1000),
+                     METRIC_MAX)
         if self.lead <= 0:
             cheaper = min(hap, shadow - self.lead)
         else:
@@ -556,6 +578,18 @@ class Engine:
         if walk_ns and sample.tlb_misses:
             _add_measure(self.walk[self.mode], walk_ns, sample.tlb_misses,
                          PRIOR_MISSES)
+
+    def _cr3_count(self, sample, whole, loads):
+        """The interval's guest loads of CR3: in an interval the VM ran
+        wholly in shadow mode, the ``loads`` the kernel intercepted, which
+        add to the VM's rate; in any other, none exits, and the interval's
+        instructions at that rate stand for them (0 before any rate)."""
+        if whole and self.mode == Mode.SHADOW:
+            _add_measure(self.cr3, loads, sample.instructions,
+                         CR3_SPAN_INSNS // MEASURE_SPAN)
+            return loads
+        n, insns = self.cr3
+        return _scaled_ratio(sample.instructions, n, insns) if insns else 0
 
     def _learns(self, other):
         """Whether an interval in ``other`` would measure a price the VM
@@ -671,12 +705,14 @@ class Engine:
         return None
 
     def step(self, sample, elapsed_ns=0, switching_ns=0, memory_mib=0,
-             maint_ns=0, walk_ns=0):
+             maint_ns=0, walk_ns=0, cr3_loads=0):
         """Feed one interval's Sample, the interval's length in ns (the
         guard's clock), the time the VM's switches took in it, as
-        measured (ns), the VM's memory (MiB), and the time its vCPUs
+        measured (ns), the VM's memory (MiB), the time its vCPUs
         spent handling shadow page faults and walking page tables in it
-        (ns, 0 for not measured); return the Mode to run next."""
+        (ns, 0 for not measured), and the guest's loads of CR3 that
+        exited in it (the count of an interval wholly in shadow mode is
+        all of them); return the Mode to run next."""
         g = self.guard
         whole = False
         if g is not None:
@@ -684,7 +720,8 @@ class Engine:
                                 ('switching_ns', switching_ns),
                                 ('memory_mib', memory_mib),
                                 ('maint_ns', maint_ns),
-                                ('walk_ns', walk_ns)):
+                                ('walk_ns', walk_ns),
+                                ('cr3_loads', cr3_loads)):
                 if not (isinstance(value, int) and 0 <= value <= U64_MAX):
                     raise ValueError('%s must be a u64, got %r'
                                      % (name, value))
@@ -710,7 +747,8 @@ class Engine:
                 self._measure_events(sample, maint_ns, walk_ns)
             if visiting:
                 self.exploring -= 1
-            costs = self._account(sample, elapsed_ns)
+            costs = self._account(sample, elapsed_ns,
+                                  self._cr3_count(sample, whole, cr3_loads))
             if self.regret > self.budget_ns():
                 leader = self.leader(self.margin)
                 if leader is not None and leader != self.mode:

@@ -130,7 +130,8 @@ class Suite:
             dsp.Thresholds(*(v + 1 for v in current.thresholds.as_tuple())),
             current.history % dsp.HISTORY_MAX + 1, current.interval_ms,
             dsp.Guard(*(v + 1 for v in current.guard.as_tuple()[:3]),
-                      budget_ppm=current.guard.budget_ppm % dsp.PPM + 1))
+                      budget_ppm=current.guard.budget_ppm % dsp.PPM + 1,
+                      cr3_cost_ps=current.guard.cr3_cost_ps % 1000 + 1))
         # A version 2 line, without the guard's keys: their defaults.
         old = ' '.join(changed.format().split()[
             :len(spec.REQUIRED_THRESHOLD_KEYS)])
@@ -385,6 +386,52 @@ class Suite:
                         'engine says %s rule %d' % (
                             step, insns, tlb, pf, got, stats['last_rule'],
                             expected, ref.last_rule))
+
+    def check_cr3_loads_priced(self, samples=12):
+        """The fourth count of an injected sample is the guest's loads
+        of CR3 (version 6), which the engine prices in shadow mode: a
+        TLB-bound guest in shadow mode (where Figure 5 keeps it) that
+        loads CR3 a million times an interval at 2 us each costs 2 s an
+        interval there against 1.2 s of walks in hap mode, so the
+        reference engine sends it to hap mode over budget; the VM's must
+        do the same, step by step.  Its new set starts a ledger in shadow
+        mode with its last switch measured (injected samples measure no
+        switch), and with no more credit than the VM had left: a first
+        sample without data fills the credit of both engines (25 ms an
+        interval for switches at 10 ms)."""
+        thresholds = spec.ThresholdSet(
+            dsp.Thresholds(10000, 100, 5000000, 100000, 200000, 150000),
+            3, 5000, dsp.Guard(4000, 10000000, 10 ** 7, 5000,
+                               cr3_cost_ps=2000000))
+        insns, tlb, pf, cr3 = 10 ** 10, 3 * 10 ** 8, 0, 10 ** 6
+        counts = [(0, 0, 0, 0)] + [(insns, tlb, pf, cr3)] * samples
+        with self.preserved():
+            self.t.write(spec.param_path(spec.PARAM_INJECT), 'Y\n')
+            self.write_word(spec.FILE_POLICY, vocabulary.SHADOW)
+            self.t.write(self.vm_file(spec.FILE_THRESHOLDS),
+                         thresholds.format())
+            self.write_word(spec.FILE_POLICY, vocabulary.ADAPTIVE)
+            ref = self.reference(thresholds.thresholds, thresholds.history,
+                                 dsp.Mode.SHADOW, thresholds.guard)
+            for step, (insns, tlb, pf, cr3) in enumerate(counts):
+                self.t.write(self.vm_file(spec.FILE_INJECT),
+                             '%d %d %d %d\n' % (insns, tlb, pf, cr3))
+                expected = str(ref.step(
+                    dsp.Sample.from_counts(insns, tlb, pf),
+                    thresholds.interval_ms * 10 ** 6, cr3_loads=cr3))
+                got = self.read_word(spec.FILE_MODE)
+                stats = self.stats()
+                if (got != expected or stats['last_rule'] != ref.last_rule
+                        or stats['last_cr3_loads'] != cr3):
+                    raise Failure(
+                        'step %d (%d CR3 loads): mode %s rule %d CR3 loads '
+                        '%d, the reference engine says %s rule %d' % (
+                            step, cr3, got, stats['last_rule'],
+                            stats['last_cr3_loads'], expected,
+                            ref.last_rule))
+        if str(ref.mode) != str(dsp.Mode.HAP):
+            raise Failure('the reference engine kept the CR3-bound guest '
+                          'in shadow mode: the check proves nothing')
 
     def check_switch_rate_cap(self, samples=200):
         """Whatever the counts say, switches spend credit that accrues at

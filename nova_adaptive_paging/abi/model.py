@@ -352,13 +352,13 @@ class VmModel:
         self._user_faults = total
 
     def _write_inject(self, text):
-        counts = spec.parse_inject(text)
+        insns, tlb, faults, cr3 = spec.parse_inject(text)
         if not self.host.inject:
             _fail(spec.EPERM, 'counter injection is off (%s=N)'
                   % spec.PARAM_INJECT)
         # An injected sample is one nominal interval long.
-        self.sample(*counts, pf_source=spec.PF_SOURCE_INJECT,
-                    elapsed_ns=dsp.U64_MAX)
+        self.sample(insns, tlb, faults, pf_source=spec.PF_SOURCE_INJECT,
+                    elapsed_ns=dsp.U64_MAX, cr3_loads=cr3)
 
     # -- the sampling timer ------------------------------------------------
     def guest_faults(self, intercepted, elapsed_ns):
@@ -410,14 +410,16 @@ class VmModel:
             self._holds_rmaps = False
 
     def timer_sample(self, instructions, tlb_misses, intercepted,
-                     walk_cycles=0):
+                     walk_cycles=0, cr3_loads=0):
         """The interval timer: one sample from the guest's counters.
 
         ``instructions``, ``tlb_misses`` and ``walk_cycles`` (what the
         walk events count, in either mode) are what the guest ran this
         interval; they count only if the VM's counters were open for all
         of it, the walk cycles only if ``dsp_walk_events`` named an event
-        then, and toward the mode of an interval without a switch.  After
+        then, and toward the mode of an interval without a switch.
+        ``cr3_loads`` are the guest's loads of CR3 that exited in it (its
+        vCPUs' ``paging_cr3_loads``): those it made with shadow paging.  After
         the sample the timer opens or closes them for the next interval
         (section 5).  Returns the mode the engine switched
         to, or None; a VM the timer does not sample (wants_sampler())
@@ -440,7 +442,7 @@ class VmModel:
         if not counted:
             instructions = tlb_misses = None
         switched = self.sample(instructions, tlb_misses, faults, source,
-                               elapsed, walk_ns)
+                               elapsed, walk_ns, cr3_loads)
         self._sampled_at = now
         self._switched = False
         self._counting = self.pmu and self.wants_counters()
@@ -449,7 +451,7 @@ class VmModel:
         return switched
 
     def sample(self, instructions, tlb_misses, page_faults, pf_source,
-               elapsed_ns=0, walk_ns=0):
+               elapsed_ns=0, walk_ns=0, cr3_loads=0):
         """One interval; return the mode the engine switched to, or None.
 
         ``instructions`` and ``tlb_misses`` are None without a PMU.  The
@@ -458,7 +460,9 @@ class VmModel:
         what the VM's switches took since the last sample, the time its
         vCPUs spent handling shadow page faults (``shadow_maint_ns``)
         and walking page tables (``walk_ns``), and the VM's memory; an
-        injected sample's took none of them: it is the test's.
+        injected sample's took none of them: it is the test's.  The
+        guest's loads of CR3 that exited (``cr3_loads``) are counted like
+        its faults: an injected sample's are the test's (version 6).
         """
         injected = pf_source == spec.PF_SOURCE_INJECT
         switching = self.stats['time_switching_ns']
@@ -472,12 +476,14 @@ class VmModel:
             last_instructions=instructions or 0,
             last_tlb_misses=tlb_misses or 0,
             last_page_faults=page_faults or 0,
-            last_ftlb=s.ftlb, last_fpf=s.fpf, last_pt=s.pt)
+            last_ftlb=s.ftlb, last_fpf=s.fpf, last_pt=s.pt,
+            last_cr3_loads=cr3_loads)
         if self.policy != vocabulary.ADAPTIVE:
             return None
         nominal = self.effective_thresholds().interval_ms * 10 ** 6
         target = str(self.engine.step(s, min(elapsed_ns, nominal), took,
-                                      self.memory_mib, maint_ns, walk_ns))
+                                      self.memory_mib, maint_ns, walk_ns,
+                                      cr3_loads))
         self.stats.update(last_rule=int(self.engine.last_rule),
                           last_htlb=self.engine.last_htlb,
                           last_hpt=self.engine.last_hpt)

@@ -10,7 +10,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""The host switching interface, version 5: names, formats, error codes.
+"""The host switching interface, version 6: names, formats, error codes.
 
 The normative text is ``kvm-patch/Documentation/paging-switch-abi.rst``;
 this module is its machine-readable half, used by the agent, the
@@ -26,7 +26,7 @@ from nova_adaptive_paging import dsp
 from nova_adaptive_paging import exception
 from nova_adaptive_paging import vocabulary
 
-ABI_VERSION = 5
+ABI_VERSION = 6
 
 # Host-wide, under <root>/sys/module/kvm/parameters/.
 PARAMS_DIR = 'sys/module/kvm/parameters'
@@ -124,7 +124,8 @@ INTERVAL_MS_RANGE = (100, 3600 * 1000)
 GUEST_FAULT_MIN_NS = 100
 # Version 2's keys, all required; version 3 adds the switch guard's, which
 # default to dsp.Guard()'s (no per-event costs: the guard caps the rate),
-# and version 4 its price of a switch into shadow per GiB of the VM.
+# version 4 its price of a switch into shadow per GiB of the VM, and
+# version 6 its price of a guest load of CR3 in shadow mode.
 REQUIRED_THRESHOLD_KEYS = dsp.Thresholds.FIELDS + ('history', 'interval_ms')
 THRESHOLD_KEYS = REQUIRED_THRESHOLD_KEYS + dsp.Guard.FIELDS
 
@@ -138,6 +139,8 @@ STATS_KEYS = (
     'last_instructions', 'last_tlb_misses', 'last_page_faults',
     'last_ftlb', 'last_fpf', 'last_pt', 'last_htlb', 'last_hpt',
     'guest_faults_clamped', 'shadow_walk_cycles', 'walk_pmu',
+    # Version 6: the loads of CR3 the last sample gave the engine.
+    'last_cr3_loads',
 )
 STATS_WORDS = {'policy': POLICIES, 'mode': MODES, 'pf_source': PF_SOURCES}
 
@@ -151,10 +154,13 @@ BINARY_STATS = tuple(
 # Each vCPU's own binary statistics (KVM_GET_STATS_FD on the vCPU): whether
 # it runs with shadow paging now (a boolean; paging_mode is only where the
 # VM's vCPUs are to go), how many times its mode changed, and the time it
-# spent maintaining shadow pages (the VM's shadow_maint_ns is their sum).
+# spent maintaining shadow pages (the VM's shadow_maint_ns is their sum);
+# version 6: the guest's loads of CR3 that exited while it ran with shadow
+# paging (each one does; with TDP none).
 VCPU_BINARY_STATS = (BINARY_STATS_PREFIX + 'shadow',
                      BINARY_STATS_PREFIX + 'switches',
-                     BINARY_STATS_PREFIX + 'maint_ns')
+                     BINARY_STATS_PREFIX + 'maint_ns',
+                     BINARY_STATS_PREFIX + 'cr3_loads')
 # Each vCPU's paging_shadow statistic (part 1's): where a vCPU runs, the
 # one mode a kernel without the text interface shows (in debugfs, as the
 # sum over the VM's vCPUs; KVM answers a vCPU's KVM_GET_STATS_FD only to
@@ -329,9 +335,10 @@ def format_stats(stats):
 
 
 def parse_inject(text):
-    """'instructions tlb_misses page_faults' -> three u64."""
+    """'instructions tlb_misses page_faults [cr3_loads]' -> four u64
+    (version 6 added the loads of CR3, 0 when not given)."""
     words = text.split()
-    if len(words) != 3:
+    if len(words) not in (3, 4):
         raise AbiFormatError('expected "instructions tlb_misses '
-                             'page_faults", got %r' % (text,))
-    return tuple(parse_u64(w) for w in words)
+                             'page_faults [cr3_loads]", got %r' % (text,))
+    return tuple(parse_u64(w) for w in words + ['0'] * (4 - len(words)))

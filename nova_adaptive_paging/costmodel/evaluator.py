@@ -33,7 +33,8 @@ The model (doc/source/simulation.rst has the full statement):
   kernel's counters: a fault's handling in shadow mode at what a fault
   costs shadow over hap (all of it, exact and noise-free, which the real
   handler's time is not), and, on generations with walk-cycle events,
-  each miss's walk (:meth:`.hardware.Hardware.walk_s`).
+  each miss's walk (:meth:`.hardware.Hardware.walk_s`), and in shadow
+  mode the guest's loads of CR3 (each exits; with TDP none does).
 * ``oracle`` knows the whole trace: it cuts the trace into pieces of
   ``interval`` seconds of native time and picks the cheapest sequence of
   modes, switching costs included (dynamic programming).  It may start
@@ -87,6 +88,7 @@ class Replay:
         self.cum_insns = _cumulative(trace.instructions)
         self.cum_tlb = _cumulative(trace.tlb_misses)
         self.cum_pf = _cumulative(trace.page_faults)
+        self.cum_cr3 = _cumulative(trace.cr3_writes)
 
     def static(self, mode):
         return {'time_s': math.fsum(self.rows_time[mode]), 'switches': 0}
@@ -112,12 +114,13 @@ class Replay:
         interval_ns = int(round(interval * 1e9))
         mode = int(start)
         dur, n = self.dur, len(self.dur)
-        ci, ct, cp = self.cum_insns, self.cum_tlb, self.cum_pf
+        ci, ct, cp, cc = (self.cum_insns, self.cum_tlb, self.cum_pf,
+                          self.cum_cr3)
         in_mode = [0.0, 0.0]
         switching = 0.0
         switches = explorations = 0
         i, off = 0, 0.0                  # row, native seconds into it
-        prev = (0, 0, 0)
+        prev = (0, 0, 0, 0)
         switched_ns = 0                  # the last switch, as measured
         while True:
             budget = interval
@@ -137,7 +140,7 @@ class Replay:
                 break
             f = off / dur[i]
             cur = (self._at(ci, i, f), self._at(ct, i, f),
-                   self._at(cp, i, f))
+                   self._at(cp, i, f), self._at(cc, i, f))
             faults = cur[2] - prev[2]
             if not guest_faults and mode == HAP:
                 faults = None            # nothing intercepts them in HAP
@@ -149,10 +152,12 @@ class Replay:
             if self.walk_s is not None:
                 walk = int(round((cur[1] - prev[1]) * self.walk_s[mode]
                                  * 1e9))
+            # Shadow paging intercepts every load of CR3, TDP none.
+            cr3 = cur[3] - prev[3] if mode == SHADOW else 0
             prev = cur
             target = int(engine.step(sample, interval_ns, switched_ns,
                                      int(self._working_set_mib(i)),
-                                     maint, walk))
+                                     maint, walk, cr3))
             switched_ns = 0
             if timeline is not None:
                 timeline.append((in_mode[0] + in_mode[1] + switching,

@@ -111,7 +111,7 @@ class Hardware:
         """The switch guard's prices on this hardware (a dsp.Guard): a
         switch is the dearer direction at the reference working set, and
         one into shadow mode costs its part per MiB for each MiB of the
-        VM's memory."""
+        VM's memory; a load of CR3 what it costs shadow over hap."""
         return dsp.Guard(
             tlb_cost_ps=max(0, round(self.extra_cost_s(
                 vocabulary.HAP, vocabulary.EVENT_TLB_MISS) * 1e12)),
@@ -121,7 +121,9 @@ class Hardware:
                 self.switch_s(m, self.reference_working_set_mib)
                 for m in MODES) * 1e9),
             switch_ns_per_gib=round(
-                self.switch_cost_ns['to_shadow_per_mib'] * 1024))
+                self.switch_cost_ns['to_shadow_per_mib'] * 1024),
+            cr3_cost_ps=max(0, round(self.extra_cost_s(
+                vocabulary.SHADOW, vocabulary.EVENT_CR3_WRITE) * 1e12)))
 
     def switch_s(self, to_mode, working_set_mib):
         """Seconds one switch into ``to_mode`` takes (modeled)."""

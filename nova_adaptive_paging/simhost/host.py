@@ -117,6 +117,8 @@ class SimVm:
         self.maint_s = 0.0                     # the overhead counter
         self.walk_s = 0.0                      # the walk-cycle events'
         self.prev_walk = 0
+        self.cr3_loads = 0.0                   # its vCPUs' paging_cr3_loads
+        self.prev_cr3 = 0
         self.pid_written = None
         self.finished_at_ns = None
         self.at_ns = start_ns
@@ -179,6 +181,8 @@ class SimVm:
             self.maint_s += (hw.fault_handling_s() * trace.page_faults[row]
                              * share)
             self.model.stats['shadow_maint_ns'] = int(self.maint_s * 1e9)
+            # Every load of CR3 exits with shadow paging (none with TDP).
+            self.cr3_loads += trace.cr3_writes[row] * share
         self.walk_s += hw.walk_s(mode) * trace.tlb_misses[row] * share
 
     def counters(self):
@@ -201,6 +205,8 @@ class SimVm:
             self.prev = cur
             walk = int(self.walk_s * self.host.hardware.clock_hz)
             walk, self.prev_walk = walk - self.prev_walk, walk
+            cr3 = int(self.cr3_loads + 0.5)
+            cr3, self.prev_cr3 = cr3 - self.prev_cr3, cr3
             self._schedule(at)
             if self.host.model.inject:
                 continue            # dsp_inject=Y: the timer does not sample
@@ -211,7 +217,7 @@ class SimVm:
             # is the old mode's.
             with self.host.model_time(at):
                 self.model.timer_sample(delta[0], delta[1], delta[2],
-                                        walk)
+                                        walk, cr3)
         self.advance(now_ns)
 
 

@@ -7,18 +7,18 @@
  *   v TU TL PU PL PTU PTL              -> 0|1     (thresholds_valid)
  *   d MODE FTLB FPF CPT HTLB HPT T*6   -> MODE RULE
  *   s INSNS TLB PF HAVE                -> INSNS FTLB FPF PT
- *   g TLBPS PFPS SWNS PPM SWGIB        -> 0|1     (guard_valid)
- *   i HISTORY MODE T*6 G*5             -> 0|1     (engine_init)
+ *   g TLBPS PFPS SWNS PPM SWGIB CR3PS  -> 0|1     (guard_valid)
+ *   i HISTORY MODE T*6 G*6             -> 0|1     (engine_init)
  *   K CREDIT                           -> CREDIT  (engine_keep_credit)
  *   R MODE                             -> MODE    (engine_reset)
- *   e INSNS TLB PF HAVE NS SW MIB MAINT WALK          -> STEP (counts)
- *   E INSNS FTLB FPF PT TLB PF NS SW MIB MAINT WALK -> STEP (sample)
+ *   e INSNS TLB PF HAVE NS SW MIB MAINT WALK CR3          -> STEP (counts)
+ *   E INSNS FTLB FPF PT TLB PF NS SW MIB MAINT WALK CR3 -> STEP (sample)
  *
  * where STEP is "MODE RULE HTLB HPT" and the guard's ledger: "REGRET LEAD
  * GAIN PAID RUN CREDIT BACKOFF MARGIN SEEN_HAP SEEN_SHADOW MEASURING OWED
  * SIZED MAINT_NS MAINT_N WALK_HAP_NS WALK_HAP_N WALK_SHADOW_NS
  * WALK_SHADOW_N EXPLORED EXPLORING SWITCHED SINCE_CHANGE HAD_DATA_HAP
- * HAD_DATA_SHADOW".
+ * HAD_DATA_SHADOW CR3_LOADS CR3_INSNS".
  * CREDIT is signed; requests carry it as a decimal that may start with
  * "-".
  *
@@ -55,6 +55,7 @@ static void guard(struct kvm_dsp_guard *g, const u64 *v)
 	g->switch_cost_ns = v[2];
 	g->budget_ppm = v[3];
 	g->switch_ns_per_gib = v[4];
+	g->cr3_cost_ps = v[5];
 }
 
 static void thresholds(struct kvm_dsp_thresholds *t, const u64 *v)
@@ -69,7 +70,7 @@ static void thresholds(struct kvm_dsp_thresholds *t, const u64 *v)
 
 static void step(const struct kvm_dsp_engine *e, enum kvm_dsp_mode mode)
 {
-	printf("%d %d %llu %llu %lld %lld %lld %lld %llu %lld %u %u %llu %llu %d %llu %llu %llu %llu %llu %llu %llu %llu %d %u %d %u %d %d\n",
+	printf("%d %d %llu %llu %lld %lld %lld %lld %llu %lld %u %u %llu %llu %d %llu %llu %llu %llu %llu %llu %llu %llu %d %u %d %u %d %d %llu %llu\n",
 	       mode, e->last_rule, (unsigned long long)e->last_htlb,
 	       (unsigned long long)e->last_hpt, (long long)e->regret,
 	       (long long)e->lead, (long long)e->gain, (long long)e->paid,
@@ -84,7 +85,8 @@ static void step(const struct kvm_dsp_engine *e, enum kvm_dsp_mode mode)
 	       (unsigned long long)e->walk[1].ns,
 	       (unsigned long long)e->walk[1].count, e->explored,
 	       e->exploring, e->switched, e->since_change, e->had_data[0],
-	       e->had_data[1]);
+	       e->had_data[1], (unsigned long long)e->cr3.ns,
+	       (unsigned long long)e->cr3.count);
 }
 
 int main(void)
@@ -150,13 +152,13 @@ int main(void)
 			       (unsigned long long)s.pt);
 			break;
 		case 'g':
-			if (parse(args, v, 5))
+			if (parse(args, v, 6))
 				goto bad;
 			guard(&g, v);
 			printf("%d\n", kvm_dsp_guard_valid(&g));
 			break;
 		case 'i':
-			if (parse(args, v, 13))
+			if (parse(args, v, 14))
 				goto bad;
 			thresholds(&t, v + 2);
 			guard(&g, v + 8);
@@ -177,16 +179,16 @@ int main(void)
 			printf("%d\n", engine.mode);
 			break;
 		case 'e':
-			if (parse(args, v, 9))
+			if (parse(args, v, 10))
 				goto bad;
 			kvm_dsp_sample_from_counts(&s, v[0], v[1], v[2],
 						   (unsigned int)v[3]);
 			mode = kvm_dsp_engine_step(&engine, &s, v[4], v[5],
-						   v[6], v[7], v[8]);
+						   v[6], v[7], v[8], v[9]);
 			step(&engine, mode);
 			break;
 		case 'E':
-			if (parse(args, v, 11))
+			if (parse(args, v, 12))
 				goto bad;
 			s.instructions = v[0];
 			s.ftlb = v[1];
@@ -195,7 +197,7 @@ int main(void)
 			s.tlb_misses = v[4];
 			s.page_faults = v[5];
 			mode = kvm_dsp_engine_step(&engine, &s, v[6], v[7],
-						   v[8], v[9], v[10]);
+						   v[8], v[9], v[10], v[11]);
 			step(&engine, mode);
 			break;
 		default:

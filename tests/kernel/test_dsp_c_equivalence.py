@@ -302,6 +302,19 @@ def guard_value(rng, typical):
     return rng.getrandbits(48)
 
 
+def cr3_cost(rng):
+    """A CR3 load's price: often none (a set written before version 6),
+    else of real hardware's order (300 ps to 3 us), or any, or the edges."""
+    pick = rng.random()
+    if pick < 0.4:
+        return 0
+    if pick < 0.75:
+        return rng.randrange(300, 3000001)
+    if pick < 0.9:
+        return rng.randrange(MAX + 1)
+    return rng.choice((1, 1000, MAX - 1, MAX))
+
+
 def guard(rng):
     """A guard: mostly costs of real hardware's order, sometimes none (a
     version 2 set), sometimes the extremes."""
@@ -313,12 +326,13 @@ def guard(rng):
         # own boundaries (below) make its comparisons meet equality.
         return dsp.Guard(1000, 1000, rng.choice((0, dsp.SWITCH_COST_MIN_NS)),
                          rng.choice((10, 20, 1000, dsp.PPM)),
-                         rng.choice((0, 1024, dsp.SWITCH_COST_MIN_NS)))
+                         rng.choice((0, 1024, dsp.SWITCH_COST_MIN_NS)),
+                         rng.choice((0, 0, 1000)))
     return dsp.Guard(guard_value(rng, 10 ** 4), guard_value(rng, 10 ** 7),
                      guard_value(rng, 10 ** 7),
                      rng.choice((0, 1, 5000, 5000, 50000, dsp.PPM,
                                  rng.randrange(dsp.PPM + 1))),
-                     guard_value(rng, 3 * 10 ** 7))
+                     guard_value(rng, 3 * 10 ** 7), cr3_cost(rng))
 
 
 def guard_requests(rng, n):
@@ -327,8 +341,9 @@ def guard_requests(rng, n):
                   for _ in range(3)]
         values.append(rng.choice((0, dsp.PPM, dsp.PPM + 1, U64,
                                   rng.randrange(2 * dsp.PPM))))
-        values.append(rng.choice((0, 1, MAX, MAX + 1, U64,
-                                  rng.getrandbits(49))))
+        for _ in range(2):
+            values.append(rng.choice((0, 1, MAX, MAX + 1, U64,
+                                      rng.getrandbits(49))))
         try:
             dsp.Guard(*values)
             ok = 1
@@ -387,6 +402,25 @@ def events_took(rng, count_, directed):
     return rng.choice((1, MAX, MAX + 1, 1 << 62, U64, rng.getrandbits(64)))
 
 
+def cr3_loads(rng, insns, directed):
+    """The loads of CR3 that exited in an interval: mostly none (TDP, or
+    a guest that does not switch address spaces), a few, a rate per
+    instruction of real guests (one in 10^3 to 10^6), the edges of the
+    measure and of u64; directed runs, on the grid of half switches."""
+    pick = rng.random()
+    if directed:
+        return (dsp.SWITCH_COST_MIN_NS // 2) * rng.randrange(3) if (
+            pick < 0.4) else 0
+    if pick < 0.4:
+        return 0
+    if pick < 0.6:
+        return rng.randrange(1, 1000)
+    if pick < 0.85:
+        return insns // rng.choice((1000, 5000, 10 ** 5, 10 ** 6))
+    return rng.choice((MAX, MAX + 1, 1 << 63, U64 - 1, U64,
+                       rng.getrandbits(64)))
+
+
 def step_answer(engine, got):
     return ' '.join(map(str, (
         int(got), int(engine.last_rule), engine.last_htlb, engine.last_hpt,
@@ -396,7 +430,7 @@ def step_answer(engine, got):
         engine.sized, *engine.maint, *engine.walk[0], *engine.walk[1],
         int(engine.explored), engine.exploring, int(engine.switched),
         engine.since_change, int(engine.had_data[0]),
-        int(engine.had_data[1]))))
+        int(engine.had_data[1]), *engine.cr3)))
 
 
 def engine_run(rng):
@@ -449,8 +483,9 @@ def engine_run(rng):
             mib = memory(rng, directed)
             maint = events_took(rng, pf, directed)
             walk = events_took(rng, tlb, directed)
-            line = 'e %d %d %d %d %d %d %d %d %d' % (
-                insns, tlb, pf, flags, ns, sw, mib, maint, walk)
+            cr3 = cr3_loads(rng, insns, directed)
+            line = 'e %d %d %d %d %d %d %d %d %d %d' % (
+                insns, tlb, pf, flags, ns, sw, mib, maint, walk, cr3)
             sample = py_sample(insns, tlb, pf, flags)
         else:
             insns = 0 if rng.random() < 0.05 else rng.randrange(1, 1 << 40)
@@ -471,10 +506,11 @@ def engine_run(rng):
             mib = memory(rng, directed)
             maint = events_took(rng, pf, directed)
             walk = events_took(rng, tlb, directed)
-            line = 'E %d %d %d %d %d %d %d %d %d %d %d' % (
+            cr3 = cr3_loads(rng, insns, directed)
+            line = 'E %d %d %d %d %d %d %d %d %d %d %d %d' % (
                 sample.instructions, sample.ftlb, sample.fpf, sample.pt,
-                tlb, pf, ns, sw, mib, maint, walk)
-        got = engine.step(sample, ns, sw, mib, maint, walk)
+                tlb, pf, ns, sw, mib, maint, walk, cr3)
+        got = engine.step(sample, ns, sw, mib, maint, walk, cr3)
         yield line, step_answer(engine, got)
 
 
@@ -526,6 +562,11 @@ def test_c_decision_matches_python(drivers, variant):
     assert any(s[18] for s in steps) and any(s[20] and s[22] for s in steps)
     assert any(s[17] > MAX // 2 for s in steps)
     assert any(s[19] > MAX // 2 or s[21] > MAX // 2 for s in steps)
+    # The VM's rate of CR3 loads, measured in shadow mode: loads over
+    # instructions, halved past the loads' MAX and past the span.
+    assert any(s[29] and s[30] for s in steps)
+    assert any(s[29] > MAX // 2 for s in steps)
+    assert any(s[30] > dsp.CR3_SPAN_INSNS // 2 for s in steps)
     # A switch to explore (it leaves the switch measuring), a switch
     # Figure 5 wanted kept for the visit (after the switch's time), and
     # the way back when the visit ended (rule 14, no visit left).

@@ -91,6 +91,9 @@ class Guard(object):
         # [ns, events] of faults handled in shadow mode, of walks per mode.
         self.faults = [0, 0]
         self.walks = {HAP: [0, 0], SHADOW: [0, 0]}
+        # Loads of CR3 and instructions, in intervals wholly in shadow
+        # mode: the guest's rate, over at most 2^40 instructions.
+        self.cr3 = [0, 0]
         self.costs = (0, 0)                # this interval: here, there
         self.explored = False
         self.visit_left = 0                # intervals with data it may hold
@@ -197,9 +200,22 @@ class Guard(object):
                           // 10 ** 6, 2 * max(self.price(HAP),
                                               self.price(SHADOW)))
 
-    def account(self, mode, sample, elapsed_ns):
+    def cr3_loads(self, mode, sample, whole, loads):
+        """An interval's loads of CR3: shadow paging intercepts each, so
+        an interval wholly in shadow mode counts them (and they add to the
+        guest's rate); TDP intercepts none, so any other interval's are
+        its instructions at the rate seen in shadow mode."""
+        if whole and mode == SHADOW:
+            self._add(self.cr3, loads, sample.instructions,
+                      2 ** 40 // self.SPAN)
+            return loads
+        seen, insns = self.cr3
+        return sample.instructions * seen // insns if insns else 0
+
+    def account(self, mode, sample, elapsed_ns, cr3=0):
         cost = {HAP: sample.tlb_misses * self.miss_ps() // 1000,
-                SHADOW: sample.page_faults * self.fault_ps() // 1000}
+                SHADOW: (sample.page_faults * self.fault_ps() // 1000
+                         + cr3 * self.g.cr3_cost_ps // 1000)}
         other = SHADOW if mode == HAP else HAP
         self.costs = (cost[mode], cost[other])
         for m in (HAP, SHADOW):
@@ -308,7 +324,7 @@ class Engine(object):
         self.mode, self.window = str(mode), []
 
     def step(self, sample, elapsed_ns=0, switching_ns=0, memory_mib=0,
-             maint_ns=0, walk_ns=0):
+             maint_ns=0, walk_ns=0, cr3_loads=0):
         g = self.guard
         whole = False
         if g is not None:
@@ -327,7 +343,8 @@ class Engine(object):
             if whole and settled:
                 g.measure(self.mode, sample, maint_ns, walk_ns)
             g.visit_left = max(g.visit_left - 1, 0)
-            g.account(self.mode, sample, elapsed_ns)
+            g.account(self.mode, sample, elapsed_ns,
+                      g.cr3_loads(self.mode, sample, whole, cr3_loads))
             leader = g.leader(g.margin)
             if (g.regret() > g.budget() and leader is not None
                     and leader != self.mode):

@@ -51,7 +51,7 @@ def test_threshold_line_round_trip():
             'pf_lower=100000 pt_upper=200000 pt_lower=150000 history=3 '
             'interval_ms=5000 tlb_cost_ps=4000 pf_cost_ps=10000000 '
             'switch_cost_ns=28648000 budget_ppm=5000 '
-            'switch_ns_per_gib=27648000\n')
+            'switch_ns_per_gib=27648000 cr3_cost_ps=2000000\n')
     assert spec.ThresholdSet.from_profile(profiles.builtin()).format() == \
         line
     assert spec.ThresholdSet.parse(line).format() == line
@@ -60,8 +60,9 @@ def test_threshold_line_round_trip():
 def test_a_version_2_line_keeps_its_meaning():
     """A set without the guard's keys (as version 2 wrote it) is taken,
     with no per-event costs (the guard then only caps the rate), the
-    default budget and no price per GiB (version 3 wrote none); read
-    back, it names every key."""
+    default budget, no price per GiB (version 3 wrote none) and no price
+    of a CR3 load (version 5 wrote none); read back, it names every
+    key."""
     v2 = ('tlb_upper=10000 tlb_lower=100 pf_upper=5000000 '
           'pf_lower=100000 pt_upper=200000 pt_lower=150000 history=3 '
           'interval_ms=5000')
@@ -69,10 +70,12 @@ def test_a_version_2_line_keeps_its_meaning():
     assert got.guard == dsp.Guard() and not got.guard.priced
     assert got.format() == (v2 + ' tlb_cost_ps=0 pf_cost_ps=0 '
                             'switch_cost_ns=0 budget_ppm=5000 '
-                            'switch_ns_per_gib=0\n')
+                            'switch_ns_per_gib=0 cr3_cost_ps=0\n')
     for bad in (' budget_ppm=1000001', ' tlb_cost_ps=281474976710656',
                 ' budget_ppm=5 budget_ppm=5', ' switch_cost_ns=-1',
-                ' switch_ns_per_gib=281474976710656'):
+                ' switch_ns_per_gib=281474976710656',
+                ' cr3_cost_ps=281474976710656',
+                ' cr3_cost_ps=1 cr3_cost_ps=1'):
         with pytest.raises(spec.AbiFormatError):
             spec.ThresholdSet.parse(v2 + bad)
 
@@ -268,13 +271,13 @@ class OffByOneRule(model.VmModel):
     """Compares FTLB >= TLBU instead of >, like a sloppy C port."""
 
     def sample(self, instructions, tlb_misses, page_faults, pf_source,
-               elapsed_ns=0):
+               elapsed_ns=0, **more):
         t = self.engine.thresholds
         self.engine.thresholds = dsp.Thresholds(
             max(t.tlb_upper - 1, t.tlb_lower), *t.as_tuple()[1:])
         try:
             return super().sample(instructions, tlb_misses, page_faults,
-                                  pf_source, elapsed_ns)
+                                  pf_source, elapsed_ns, **more)
         finally:
             self.engine.thresholds = t
 
@@ -295,6 +298,16 @@ class NoRateCap(model.VmModel):
         return dsp.Engine(t.thresholds, t.history, dsp.Mode.parse(self.mode))
 
 
+class IgnoresCr3(model.VmModel):
+    """Reports the loads of CR3 but gives the engine none (a kernel
+    that counts them and forgets to pass them on)."""
+
+    def sample(self, *args, cr3_loads=0, **more):
+        changed = super().sample(*args, **more)
+        self.stats['last_cr3_loads'] = cr3_loads
+        return changed
+
+
 @pytest.mark.parametrize('broken,check', [
     (LeakyRejects, 'check_policy_rejects_bad_values'),
     (NoCounting, 'check_fixed_policies_switch_and_count'),
@@ -303,6 +316,7 @@ class NoRateCap(model.VmModel):
     (NoWindowRestart, 'check_adaptive_follows_reference'),
     (NoRateCap, 'check_switch_rate_cap'),
     (NoRateCap, 'check_adaptive_follows_reference'),
+    (IgnoresCr3, 'check_cr3_loads_priced'),
 ])
 def test_conformance_catches_deviations(monkeypatch, broken, check):
     monkeypatch.setattr(model, 'VmModel', broken)

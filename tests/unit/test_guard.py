@@ -19,6 +19,7 @@ statement in doc/source/simulation.rst (arithmetic on the prices), and
 the engine is checked against that statement written out independently
 (tests/unit/paper_rules.py)."""
 
+import dataclasses
 import random
 
 import pytest
@@ -173,7 +174,8 @@ def test_a_flipping_leader_is_followed_fewer_and_fewer_times(monkeypatch):
 
 def _random_run(rng, oracle, seen):
     guard = rng.choice((NEHALEM, dsp.Guard(4000, 10000000, 10 ** 7, 50),
-                        dsp.Guard(1000, 1000, 0, 20, 1024)))
+                        dsp.Guard(1000, 1000, 0, 20, 1024),
+                        dataclasses.replace(NEHALEM, cr3_cost_ps=2000000)))
     history = rng.choice((1, 2, 3))
     mode = rng.choice((dsp.Mode.HAP, dsp.Mode.SHADOW))
     engine = dsp.Engine(TABLE2, history, mode, guard)
@@ -197,12 +199,19 @@ def _random_run(rng, oracle, seen):
         # about the guard's prices, or far off them.
         maint = sample.page_faults * rng.choice((0, 3000, 10000, 40000))
         walk = sample.tlb_misses * rng.choice((0, 0, 5, 20))
-        got = engine.step(sample, elapsed, took, memory, maint, walk)
-        want = ref.step(sample, elapsed, took, memory, maint, walk)
+        # Loads of CR3 that exited: in shadow mode, up to 10 per 10^5
+        # instructions (200k/s at 2 * 10^9 a second); in hap mode none.
+        cr3 = (insns * rng.randrange(0, 10) // 10 ** 5
+               if engine.mode == dsp.Mode.SHADOW else 0)
+        got = engine.step(sample, elapsed, took, memory, maint, walk, cr3)
+        want = ref.step(sample, elapsed, took, memory, maint, walk, cr3)
         assert (str(got), int(engine.last_rule)) == (want, ref.last_rule)
         if guard.priced:
             assert (engine.pf_cost_ps(), engine.tlb_cost_ps()) == (
                 ref.guard.fault_ps(), ref.guard.miss_ps())
+            assert engine.cr3 == ref.guard.cr3
+        if engine.cr3[0] and guard.cr3_cost_ps:
+            seen.add('cr3 measured')
         seen.add(engine.last_rule)
         if engine.pf_cost_ps() != guard.pf_cost_ps:
             seen.add('fault measured')
@@ -217,8 +226,8 @@ def test_the_engine_is_the_guard_as_its_statement_reads():
         _random_run(rng, paper_rules, seen)
     # The runs reached what the statement prices and does: both prices
     # measured, an exploration and a switch kept for it, the leader.
-    assert {'fault measured', 'miss measured', dsp.Rule.EXPLORE,
-            dsp.Rule.REGRET_LEADER, dsp.Rule.UNPAID} <= seen
+    assert {'fault measured', 'miss measured', 'cr3 measured',
+            dsp.Rule.EXPLORE, dsp.Rule.REGRET_LEADER, dsp.Rule.UNPAID} <= seen
 
 
 # Steady work near break-even on Nehalem's prices: an interval of 10^9

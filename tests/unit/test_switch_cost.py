@@ -39,7 +39,7 @@ WORKLOAD = 'sleep 0.05'
 OVERRIDE = ('tlb_upper=9000 tlb_lower=90 pf_upper=4000000 pf_lower=90000 '
             'pt_upper=190000 pt_lower=140000 history=5 interval_ms=2000 '
             'tlb_cost_ps=0 pf_cost_ps=0 switch_cost_ns=0 budget_ppm=5000 '
-            'switch_ns_per_gib=0\n')
+            'switch_ns_per_gib=0 cr3_cost_ps=0\n')
 
 
 def make_host(**vm_kwargs):
