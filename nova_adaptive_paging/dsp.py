@@ -100,6 +100,12 @@ SETTLE_INTERVALS = 2
 # instructions (its count and instructions halve past it): about a minute
 # of a busy vCPU, so that the rate follows what the guest does now.
 CR3_SPAN_INSNS = 1 << 40
+# In hap mode the guest's loads of CR3 do not exit, so the rate measured
+# in shadow mode may go stale: the VM goes to measure it again this long
+# (of run time with data) after its last measure, then each time twice
+# as long after the visit before, up to CR3_REVISIT_MAX_NS.
+CR3_REVISIT_NS = 120 * 10 ** 9
+CR3_REVISIT_MAX_NS = 1 << 46
 
 FTLB_SCALE = 10 ** 6
 FPF_SCALE = 10 ** 13
@@ -148,7 +154,8 @@ class Rule(enum.IntEnum):
     RATE_LIMIT = 12       # the VM's switch credit is spent
     REGRET_LEADER = 13    # regret over budget: to the cheaper static mode
     # ABI version 5: a visit to the mode whose prices the VM has not
-    # measured (there, held there, and back).
+    # measured (there, held there, and back); version 6 also to shadow
+    # mode to count the guest's loads of CR3 again.
     EXPLORE = 14
 
 
@@ -462,7 +469,17 @@ class Engine:
        (EXPLORE) in all but the last; in the last the VM goes back
        (EXPLORE) if the mode it left cost less in it at the prices then
        and the credit holds the way back, else Figure 5 decides as
-       usual.
+       usual;
+    5. in hap mode, when the guest's rate of CR3 loads was measured
+       ``cr3_wait`` of run time ago or more (CR3_REVISIT_NS at first,
+       doubling with each such visit up to CR3_REVISIT_MAX_NS), Figure 5
+       keeps the mode or the guard keeps it, and only the loads make
+       shadow mode the dearer in this interval, go to shadow mode to
+       count them again (EXPLORE, :meth:`_revisits`): a visit as in 4,
+       of SETTLE_INTERVALS intervals with data (the switch's, then one
+       wholly in shadow mode, which counts them), with credit for the
+       round trip and within budget for it and the visit at what shadow
+       mode cost more in this interval.
 
     A switch whose stay did not save a round trip doubles ``backoff`` (at
     most BACKOFF_MAX); one that did halves it; a visit to measure, and the
@@ -503,6 +520,8 @@ class Engine:
         self.since_change = SETTLE_INTERVALS
         self.walk = [[0, 0], [0, 0]]     # per mode: ns walking, TLB misses
         self.cr3 = [0, 0]                # in shadow mode: loads, insns
+        self.cr3_at = 0                  # run_ns at its last measure
+        self.cr3_wait = CR3_REVISIT_NS   # before the next visit for it
         self.credit = 2 * guard.switch_ns if guard else 0
 
     def keep_credit(self, credit):
@@ -587,6 +606,7 @@ class Engine:
         if whole and self.mode == Mode.SHADOW:
             _add_measure(self.cr3, loads, sample.instructions,
                          CR3_SPAN_INSNS // MEASURE_SPAN)
+            self.cr3_at = self.run_ns
             return loads
         n, insns = self.cr3
         return _scaled_ratio(sample.instructions, n, insns) if insns else 0
@@ -620,6 +640,38 @@ class Engine:
                 and self.regret + self.round_trip()
                 + (self.history + SETTLE_INTERVALS) * max(there - here, 0)
                 <= self.budget_ns())
+
+    def _revisits(self, sample, here, there):
+        """Whether to go from hap mode to shadow mode to measure the
+        guest's loads of CR3 again: its rate was measured ``cr3_wait``
+        of run time ago or more, only those loads make shadow mode the
+        dearer in this interval, and the credit and budget hold the
+        visit as :meth:`_explores` asks."""
+        faults = _scaled_ratio(sample.page_faults, self.pf_cost_ps(), 1000)
+        return (self.mode == Mode.HAP and self.cr3[0] > 0
+                and self.run_ns - self.cr3_at >= self.cr3_wait
+                and faults < here < there
+                and self.credit >= self.round_trip()
+                and self.regret + self.round_trip()
+                + SETTLE_INTERVALS * (there - here) <= self.budget_ns())
+
+    def _revisit(self):
+        """Go to shadow mode to measure the guest's loads of CR3 again,
+        for SETTLE_INTERVALS intervals with data (the switch's, then one
+        wholly in shadow mode, which counts them); the next such visit
+        waits twice as long."""
+        self.cr3_wait = min(2 * self.cr3_wait, CR3_REVISIT_MAX_NS)
+        return self._visit(SETTLE_INTERVALS)
+
+    def _visit(self, intervals):
+        """Go to the other mode to measure it.  A stay to measure is
+        not judged by what it paid: the way back leaves the backoff as it
+        was.  It holds for as many intervals with data as its budget
+        reserved."""
+        self._switch(Mode(1 - self.mode), Rule.EXPLORE)
+        self.switched = False
+        self.exploring = intervals
+        return self.mode
 
     def pf_cost_ps(self):
         """What a guest page fault costs shadow mode over hap: the
@@ -779,12 +831,9 @@ class Engine:
         if target == self.mode:
             if costs is not None and self._explores(*costs):
                 self.explored = True
-                self._switch(Mode(1 - self.mode), Rule.EXPLORE)
-                # A stay to measure is not judged by what it paid: the
-                # way back leaves the backoff as it was.  It holds for as
-                # many intervals with data as its budget reserved.
-                self.switched = False
-                self.exploring = self.history + SETTLE_INTERVALS
+                return self._visit(self.history + SETTLE_INTERVALS)
+            if costs is not None and self._revisits(sample, *costs):
+                return self._revisit()
             return self.mode
         if self.exploring:
             self.last_rule = Rule.EXPLORE
@@ -792,5 +841,7 @@ class Engine:
         veto = self._vetoed(target) if g is not None else None
         if veto is not None:
             self.last_rule = veto
+            if costs is not None and self._revisits(sample, *costs):
+                return self._revisit()
             return self.mode
         return self._switch(target, rule)

@@ -44,6 +44,9 @@ Beside it, adversaries aimed at the switch guard's assumptions (issue
 * ``<member>+cr3-<r>k``: a member whose guest also writes CR3 ``r``
   thousand times a second (up to 200k/s), which shadow mode pays for and
   neither thresholds nor ledger count;
+* ``<member>+cr3-<r>k-<a>-<b>s``: the same writes from second ``a`` to
+  ``b`` only, so that the guest's rate when the VM last ran in shadow
+  mode (where the kernel counts them) is not its rate now;
 * ``flip-<P>s`` and ``flip-<P>s-j<n>``: two mixes of the templates
   balanced on a profile's true costs, so that the better static mode
   flips every P seconds (one sampling interval to an hour), the first
@@ -179,6 +182,8 @@ def unit_family(seed=SEED):
 # calibration picks (derivation.INTERVALS) to an hour.
 GUEST_GIB = (1, 4, 16, 64, 128, 256, 512)
 CR3_RATES = (10000, 20000, 50000, 100000, 200000)
+# When the CR3 writes of ``CR3 rate changes`` happen (s of a 600 s run).
+CR3_WINDOWS_S = ((0, 60), (0, 200), (200, 400), (200, 600))
 FLIP_PERIODS_S = (1, 2, 3, 5, 8, 13, 20, 30, 60, 120, 300, 600, 1800, 3600)
 FLIP_JITTER = 0.5
 LEANS = (-0.05, -0.02, -0.01, -0.005, 0.005, 0.01, 0.02, 0.05)
@@ -209,6 +214,22 @@ def with_cr3(trace, rate, rng):
         trace, name='%s+cr3-%gk' % (trace.name, rate / 1000),
         cr3_writes=cr3, comment=trace.comment + '; plus %g CR3 writes/s'
         % rate)
+
+
+def with_cr3_between(trace, rate, start_s, end_s, rng):
+    """``trace`` with ``rate`` more CR3 writes per second from second
+    ``start_s`` to ``end_s`` of its native time only."""
+    cr3, at = [], 0.0
+    for c, d in zip(trace.cr3_writes, trace.interval_s):
+        on = start_s <= at < end_s
+        cr3.append(c + (rate * d * rng.uniform(1 - JITTER, 1 + JITTER)
+                        if on else 0.0))
+        at += d
+    what = (rate / 1000, start_s, end_s)
+    return dataclasses.replace(
+        trace, name='%s+cr3-%gk-%d-%ds' % ((trace.name,) + what),
+        cr3_writes=tuple(cr3), comment=trace.comment
+        + '; plus %gk CR3 writes/s from %d s to %d s' % what)
 
 
 def _extra(hw, rates):
@@ -307,6 +328,11 @@ def assumption_sets(hw, seed=SEED, full=False):
                                 for t in base],
         'CR3 unpriced': [with_cr3(t, r, rng('cr3', t.name, r))
                          for r in CR3_RATES for t in [steady] + cr3_base],
+        # The rate the kernel last counted in shadow mode is not the
+        # guest's now: it stops, starts, or both.
+        'CR3 rate changes': [
+            with_cr3_between(steady, r, a, b, rng('cr3', r, a, b))
+            for r in CR3_RATES[2::2] for a, b in CR3_WINDOWS_S],
         'flipping leader': flips,
         'price error': base + list(tracelib.builtin().values()) + [
             leaning(v, hw, rng('lean', v)) for v in LEANS],

@@ -70,7 +70,7 @@ static void thresholds(struct kvm_dsp_thresholds *t, const u64 *v)
 
 static void step(const struct kvm_dsp_engine *e, enum kvm_dsp_mode mode)
 {
-	printf("%d %d %llu %llu %lld %lld %lld %lld %llu %lld %u %u %llu %llu %d %llu %llu %llu %llu %llu %llu %llu %llu %d %u %d %u %d %d %llu %llu\n",
+	printf("%d %d %llu %llu %lld %lld %lld %lld %llu %lld %u %u %llu %llu %d %llu %llu %llu %llu %llu %llu %llu %llu %d %u %d %u %d %d %llu %llu %llu %llu\n",
 	       mode, e->last_rule, (unsigned long long)e->last_htlb,
 	       (unsigned long long)e->last_hpt, (long long)e->regret,
 	       (long long)e->lead, (long long)e->gain, (long long)e->paid,
@@ -86,7 +86,9 @@ static void step(const struct kvm_dsp_engine *e, enum kvm_dsp_mode mode)
 	       (unsigned long long)e->walk[1].count, e->explored,
 	       e->exploring, e->switched, e->since_change, e->had_data[0],
 	       e->had_data[1], (unsigned long long)e->cr3.ns,
-	       (unsigned long long)e->cr3.count);
+	       (unsigned long long)e->cr3.count,
+	       (unsigned long long)e->cr3_at,
+	       (unsigned long long)e->cr3_wait);
 }
 
 int main(void)

@@ -430,7 +430,8 @@ def step_answer(engine, got):
         engine.sized, *engine.maint, *engine.walk[0], *engine.walk[1],
         int(engine.explored), engine.exploring, int(engine.switched),
         engine.since_change, int(engine.had_data[0]),
-        int(engine.had_data[1]), *engine.cr3)))
+        int(engine.had_data[1]), *engine.cr3, engine.cr3_at,
+        engine.cr3_wait)))
 
 
 def engine_run(rng):

@@ -94,6 +94,8 @@ class Guard(object):
         # Loads of CR3 and instructions, in intervals wholly in shadow
         # mode: the guest's rate, over at most 2^40 instructions.
         self.cr3 = [0, 0]
+        self.cr3_at = 0                    # time_ns at its last measure
+        self.cr3_wait = 120 * 10 ** 9      # before a visit to measure again
         self.costs = (0, 0)                # this interval: here, there
         self.explored = False
         self.visit_left = 0                # intervals with data it may hold
@@ -171,6 +173,23 @@ class Guard(object):
                 + (history + self.SETTLE) * max(there - here, 0)
                 <= self.budget())
 
+    def revisits(self, mode, sample):
+        """Go from hap to shadow mode to count the guest's CR3 loads
+        again, the rate having been measured ``cr3_wait`` of run time ago
+        or more: if in this interval the faults alone would make shadow
+        mode the cheaper and the loads make it the dearer, with credit
+        for a round trip, within budget for it and the two intervals of
+        the visit at what shadow mode cost more in this one.  Each such
+        visit doubles the wait, up to 2^46 ns."""
+        here, there = self.costs
+        faults = sample.page_faults * self.fault_ps() // 1000
+        return (mode == HAP and self.cr3[0] > 0
+                and self.time_ns - self.cr3_at >= self.cr3_wait
+                and faults < here < there
+                and self.credit >= self.round_trip()
+                and self.regret() + self.round_trip()
+                + self.SETTLE * (there - here) <= self.budget())
+
     def priced(self):
         return self.g.tlb_cost_ps or self.g.pf_cost_ps
 
@@ -208,6 +227,7 @@ class Guard(object):
         if whole and mode == SHADOW:
             self._add(self.cr3, loads, sample.instructions,
                       2 ** 40 // self.SPAN)
+            self.cr3_at = self.time_ns
             return loads
         seen, insns = self.cr3
         return sample.instructions * seen // insns if insns else 0
@@ -310,11 +330,18 @@ class Engine(object):
         self.last_rule = 0
         self.guard = Guard(guard) if guard is not None else None
 
-    def _switch(self, mode, explore=False, back=False):
+    def _switch(self, mode, explore=False, back=False, visit=None):
         if self.guard is not None:
             self.guard.switch(self.mode, mode, explore,
-                              self.history + self.guard.SETTLE, back)
+                              visit or self.history + self.guard.SETTLE,
+                              back)
         self.mode, self.window = mode, []
+
+    def _revisit(self):
+        g = self.guard
+        g.cr3_wait = min(2 * g.cr3_wait, 2 ** 46)
+        self._switch(SHADOW, explore=True, visit=g.SETTLE)
+        self.last_rule = 14
 
     def reset(self, mode):
         """A switch from outside (or none, to the same mode): the window
@@ -379,11 +406,18 @@ class Engine(object):
             g.explored = True
             self._switch(SHADOW if mode == HAP else HAP, explore=True)
             self.last_rule = 14
+        elif (mode == self.mode and g is not None and g.priced()
+              and g.revisits(self.mode, sample)):
+            self._revisit()
         elif mode != self.mode and g is not None and g.visit_left:
             self.last_rule = 14
         elif mode != self.mode:
             veto = g.veto(mode) if g is not None else None
-            if veto is not None:
+            again = (veto is not None and g.priced()
+                     and g.revisits(self.mode, sample))
+            if again:
+                self._revisit()
+            elif veto is not None:
                 self.last_rule = veto
             else:
                 self._switch(mode)

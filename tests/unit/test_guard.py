@@ -212,6 +212,8 @@ def _random_run(rng, oracle, seen):
             assert engine.cr3 == ref.guard.cr3
         if engine.cr3[0] and guard.cr3_cost_ps:
             seen.add('cr3 measured')
+        if engine.cr3_wait > dsp.CR3_REVISIT_NS:
+            seen.add('cr3 measured again')
         seen.add(engine.last_rule)
         if engine.pf_cost_ps() != guard.pf_cost_ps:
             seen.add('fault measured')
@@ -227,6 +229,7 @@ def test_the_engine_is_the_guard_as_its_statement_reads():
     # The runs reached what the statement prices and does: both prices
     # measured, an exploration and a switch kept for it, the leader.
     assert {'fault measured', 'miss measured', 'cr3 measured',
+            'cr3 measured again',
             dsp.Rule.EXPLORE, dsp.Rule.REGRET_LEADER, dsp.Rule.UNPAID} <= seen
 
 
