@@ -97,8 +97,8 @@ MEASURE_SPAN = 64
 SETTLE_INTERVALS = 2
 # The VM's rate of CR3 loads (per instruction) is measured in intervals it
 # ran wholly in shadow mode, where each load exits, over at most this many
-# instructions (its count and instructions halve past it): about a minute
-# of a busy vCPU, so that the rate follows what the guest does now.
+# instructions (its count and instructions halve past it): minutes of a
+# busy vCPU, so that the rate follows what the guest does now.
 CR3_SPAN_INSNS = 1 << 40
 # In hap mode the guest's loads of CR3 do not exit, so the rate measured
 # in shadow mode may go stale: the VM goes to measure it again this long
@@ -643,12 +643,13 @@ class Engine:
 
     def _revisits(self, sample, here, there):
         """Whether to go from hap mode to shadow mode to measure the
-        guest's loads of CR3 again: its rate was measured ``cr3_wait``
-        of run time ago or more, only those loads make shadow mode the
-        dearer in this interval, and the credit and budget hold the
-        visit as :meth:`_explores` asks."""
+        guest's loads of CR3 again: not on a visit, its rate was
+        measured ``cr3_wait`` of run time ago or more, only those loads
+        make shadow mode the dearer in this interval, and the credit and
+        budget hold the visit as :meth:`_explores` asks."""
         faults = _scaled_ratio(sample.page_faults, self.pf_cost_ps(), 1000)
         return (self.mode == Mode.HAP and self.cr3[0] > 0
+                and not self.exploring
                 and self.run_ns - self.cr3_at >= self.cr3_wait
                 and faults < here < there
                 and self.credit >= self.round_trip()

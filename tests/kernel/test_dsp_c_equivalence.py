@@ -291,6 +291,31 @@ def build_requests(rng, n_decide):
     yield from valid_requests(rng, n_decide // 50)
     yield from guard_requests(rng, n_decide // 50)
     yield from engine_requests(rng, n_decide // 5)
+    yield from cr3_revisit_run()
+
+
+def cr3_revisit_run():
+    """One engine on a path the random runs reach rarely: a TLB-bound
+    guest that loads CR3 2 * 10^6 times a 10 s sample (they exit in
+    shadow mode only), on Nehalem's prices, so that the VM leaves shadow
+    mode and then, once the regret budget holds a visit, goes back again
+    and again to count the loads, the wait doubling each time."""
+    t = dsp.Thresholds(10000, 100, 5000000, 100000, 200000, 150000)
+    g = dsp.Guard(4000, 10000000, 28648000, 5000, 27648000, 2000000)
+    yield 'i 3 1 %s %s' % (tline(t), tline(g)), '1'
+    engine = dsp.Engine(t, 3, dsp.Mode.SHADOW, g)
+    switched = False
+    for _ in range(600):
+        insns, tlb = 10 ** 10, 3 * 10 ** 8
+        cr3 = 2 * 10 ** 6 if engine.mode == dsp.Mode.SHADOW else 0
+        sw = 30 * 10 ** 6 if switched else 0
+        line = 'e %d %d 0 3 %d %d 1024 0 0 %d' % (
+            insns, tlb, 10 ** 10, sw, cr3)
+        before = engine.mode
+        got = engine.step(dsp.Sample.from_counts(insns, tlb, 0), 10 ** 10,
+                          sw, 1024, 0, 0, cr3)
+        switched = got != before
+        yield line, step_answer(engine, got)
 
 
 def guard_value(rng, typical):
@@ -568,6 +593,10 @@ def test_c_decision_matches_python(drivers, variant):
     assert any(s[29] and s[30] for s in steps)
     assert any(s[29] > MAX // 2 for s in steps)
     assert any(s[30] > dsp.CR3_SPAN_INSNS // 2 for s in steps)
+    # A visit to count the loads again (its wait doubled) and a measure
+    # after one (the wait kept, the measure's time moved on).
+    assert any(s[32] > dsp.CR3_REVISIT_NS for s in steps)
+    assert any(s[32] > dsp.CR3_REVISIT_NS and s[31] for s in steps)
     # A switch to explore (it leaves the switch measuring), a switch
     # Figure 5 wanted kept for the visit (after the switch's time), and
     # the way back when the visit ended (rule 14, no visit left).

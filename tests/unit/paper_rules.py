@@ -175,15 +175,16 @@ class Guard(object):
 
     def revisits(self, mode, sample):
         """Go from hap to shadow mode to count the guest's CR3 loads
-        again, the rate having been measured ``cr3_wait`` of run time ago
-        or more: if in this interval the faults alone would make shadow
-        mode the cheaper and the loads make it the dearer, with credit
+        again, not on a visit, the rate having been measured
+        ``cr3_wait`` of run time ago or more: if in this interval the
+        faults alone would make shadow mode the cheaper and the loads
+        make it the dearer, with credit
         for a round trip, within budget for it and the two intervals of
         the visit at what shadow mode cost more in this one.  Each such
         visit doubles the wait, up to 2^46 ns."""
         here, there = self.costs
         faults = sample.page_faults * self.fault_ps() // 1000
-        return (mode == HAP and self.cr3[0] > 0
+        return (mode == HAP and self.cr3[0] > 0 and not self.visit_left
                 and self.time_ns - self.cr3_at >= self.cr3_wait
                 and faults < here < there
                 and self.credit >= self.round_trip()
