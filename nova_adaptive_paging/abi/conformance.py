@@ -371,21 +371,30 @@ class Suite:
             self.write_word(spec.FILE_POLICY, vocabulary.ADAPTIVE)
             ref = self.reference(thresholds.thresholds, thresholds.history,
                                  dsp.Mode.HAP, thresholds.guard)
-            samples = itertools.chain(held,
-                                      self._random_samples(steps, seed))
-            for step, (insns, tlb, pf) in enumerate(samples):
-                self.t.write(self.vm_file(spec.FILE_INJECT),
-                             '%d %d %d\n' % (insns, tlb, pf))
-                expected = str(ref.step(dsp.Sample.from_counts(
-                    insns, tlb, pf), nominal_ns))
-                got = self.read_word(spec.FILE_MODE)
-                stats = self.stats()
-                if got != expected or stats['last_rule'] != ref.last_rule:
-                    raise Failure(
-                        'step %d (%d %d %d): mode %s rule %d, the reference '
-                        'engine says %s rule %d' % (
-                            step, insns, tlb, pf, got, stats['last_rule'],
-                            expected, ref.last_rule))
+            self._follow(ref, itertools.chain(
+                held, self._random_samples(steps, seed)), nominal_ns)
+
+    def _follow(self, ref, samples, nominal_ns):
+        """Inject ``samples`` (instructions, TLB misses, faults and, if
+        given, loads of CR3) one by one: after each, the VM's mode and
+        rule are the ``ref`` engine's on the same sample, and its
+        ``last_cr3_loads`` the loads given."""
+        for step, counts in enumerate(samples):
+            self.t.write(self.vm_file(spec.FILE_INJECT),
+                         ' '.join(map(str, counts)) + '\n')
+            cr3 = counts[3] if len(counts) > 3 else None
+            expected = str(ref.step(dsp.Sample.from_counts(*counts[:3]),
+                                    nominal_ns, cr3_loads=cr3 or 0))
+            got = self.read_word(spec.FILE_MODE)
+            stats = self.stats()
+            if (got != expected or stats['last_rule'] != ref.last_rule
+                    or cr3 not in (None, stats['last_cr3_loads'])):
+                raise Failure(
+                    'step %d (%s): mode %s rule %d CR3 loads %d, the '
+                    'reference engine says %s rule %d' % (
+                        step, ' '.join(map(str, counts)), got,
+                        stats['last_rule'], stats['last_cr3_loads'],
+                        expected, ref.last_rule))
 
     def check_cr3_loads_priced(self, samples=12):
         """The fourth count of an injected sample is the guest's loads
@@ -413,22 +422,7 @@ class Suite:
             self.write_word(spec.FILE_POLICY, vocabulary.ADAPTIVE)
             ref = self.reference(thresholds.thresholds, thresholds.history,
                                  dsp.Mode.SHADOW, thresholds.guard)
-            for step, (insns, tlb, pf, cr3) in enumerate(counts):
-                self.t.write(self.vm_file(spec.FILE_INJECT),
-                             '%d %d %d %d\n' % (insns, tlb, pf, cr3))
-                expected = str(ref.step(
-                    dsp.Sample.from_counts(insns, tlb, pf),
-                    thresholds.interval_ms * 10 ** 6, cr3_loads=cr3))
-                got = self.read_word(spec.FILE_MODE)
-                stats = self.stats()
-                if (got != expected or stats['last_rule'] != ref.last_rule
-                        or stats['last_cr3_loads'] != cr3):
-                    raise Failure(
-                        'step %d (%d CR3 loads): mode %s rule %d CR3 loads '
-                        '%d, the reference engine says %s rule %d' % (
-                            step, cr3, got, stats['last_rule'],
-                            stats['last_cr3_loads'], expected,
-                            ref.last_rule))
+            self._follow(ref, counts, thresholds.interval_ms * 10 ** 6)
         if str(ref.mode) != str(dsp.Mode.HAP):
             raise Failure('the reference engine kept the CR3-bound guest '
                           'in shadow mode: the check proves nothing')
