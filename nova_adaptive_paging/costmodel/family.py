@@ -62,6 +62,7 @@ Beside it, adversaries aimed at the switch guard's assumptions (issue
 
 import dataclasses
 import functools
+import math
 import random
 
 from nova_adaptive_paging.costmodel import traces as tracelib
@@ -205,30 +206,36 @@ def at_size(trace, gib):
         comment=trace.comment + '; in a %d GiB guest, all resident' % gib)
 
 
-def with_cr3(trace, rate, rng):
-    """``trace`` with ``rate`` more CR3 writes per second (jittered per
-    slice like the other counts)."""
-    cr3 = tuple(c + rate * d * rng.uniform(1 - JITTER, 1 + JITTER)
-                for c, d in zip(trace.cr3_writes, trace.interval_s))
-    return dataclasses.replace(
-        trace, name='%s+cr3-%gk' % (trace.name, rate / 1000),
-        cr3_writes=cr3, comment=trace.comment + '; plus %g CR3 writes/s'
-        % rate)
-
-
-def with_cr3_between(trace, rate, start_s, end_s, rng):
-    """``trace`` with ``rate`` more CR3 writes per second from second
-    ``start_s`` to ``end_s`` of its native time only."""
+def _cr3_added(trace, rate, rng, start_s=0.0, end_s=math.inf):
+    """``trace``'s CR3 writes with ``rate`` more a second in the slices
+    that start from ``start_s`` to before ``end_s``, each jittered (a
+    draw of ``rng`` per such slice)."""
     cr3, at = [], 0.0
     for c, d in zip(trace.cr3_writes, trace.interval_s):
         on = start_s <= at < end_s
         cr3.append(c + (rate * d * rng.uniform(1 - JITTER, 1 + JITTER)
                         if on else 0.0))
         at += d
+    return tuple(cr3)
+
+
+def with_cr3(trace, rate, rng):
+    """``trace`` with ``rate`` more CR3 writes per second (jittered per
+    slice like the other counts)."""
+    return dataclasses.replace(
+        trace, name='%s+cr3-%gk' % (trace.name, rate / 1000),
+        cr3_writes=_cr3_added(trace, rate, rng),
+        comment=trace.comment + '; plus %g CR3 writes/s' % rate)
+
+
+def with_cr3_between(trace, rate, start_s, end_s, rng):
+    """``trace`` with ``rate`` more CR3 writes per second from second
+    ``start_s`` to ``end_s`` of its native time only."""
     what = (rate / 1000, start_s, end_s)
     return dataclasses.replace(
         trace, name='%s+cr3-%gk-%d-%ds' % ((trace.name,) + what),
-        cr3_writes=tuple(cr3), comment=trace.comment
+        cr3_writes=_cr3_added(trace, rate, rng, start_s, end_s),
+        comment=trace.comment
         + '; plus %gk CR3 writes/s from %d s to %d s' % what)
 
 
