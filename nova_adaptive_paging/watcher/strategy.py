@@ -85,12 +85,14 @@ PARAMETERS = {
     'window_s': 'Seconds of the past a move must have paid for.',
     'cooldown_s': 'Seconds a guest stays in a pool before it may move '
                   'again (at least window_s).',
-    'reversal_cooldown_s': 'Seconds a guest stays after a move that took '
-                           'it back to the pool it had left (at least '
+    'reversal_cooldown_s': 'Seconds a guest stays after a move that undid '
+                           'its previous one within this time (at least '
                            'cooldown_s).',
     'margin': 'How many times its cost a move must gain.',
     'budget': 'Moves an audit proposes at most.',
-    'moves_per_day': 'Moves of one guest in any 24 hours at most.',
+    'moves_per_day': 'Moves of one guest in any 24 hours at most, its '
+                     'way back from a move within reversal_cooldown_s '
+                     'excepted (at least 2).',
     'make_room': '1: when a pool is full, a guest it suits least moves '
                  'out so that one it suits more can move in, when the '
                  'pair gains margin times both migrations; 0: never.',
