@@ -78,7 +78,7 @@ GUEST_METRICS = (M.GUEST_INFO, M.GUEST_MODE, M.SWITCHES, M.SWITCHES_REFUSED,
                  M.SHADOW_MAINTENANCE_SECONDS, M.HAP_WALK_SECONDS,
                  M.SHADOW_WALK_SECONDS, M.SAMPLES,
                  M.LAST_FTLB, M.LAST_FPF, M.LAST_PT, M.LAST_RULE,
-                 M.GUEST_FAULT_STATS, M.GUEST_FAULTS_CLAMPED,
+                 M.LAST_CR3_LOADS, M.GUEST_FAULT_STATS, M.GUEST_FAULTS_CLAMPED,
                  M.GUEST_POLICY_NOT_HONOURED,
                  M.GUEST_COUNTERS, M.ADVISED_MODE,
                  M.MODELED_GAIN_SECONDS, M.MODELED_OTHER_MODE_GAIN,
@@ -270,7 +270,7 @@ class Collector(registry.Collector):
                            M.MODE_SECONDS, M.SWITCHING_SECONDS,
                            M.SHADOW_MAINTENANCE_SECONDS, M.SAMPLES,
                            M.LAST_FTLB, M.LAST_FPF, M.LAST_PT,
-                           M.LAST_RULE):
+                           M.LAST_RULE, M.LAST_CR3_LOADS):
                 fam = fams[metric.name]
                 if metric is M.GUEST_MODE:
                     for mode in vocabulary.MODES:

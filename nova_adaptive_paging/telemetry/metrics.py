@@ -124,6 +124,12 @@ LAST_FPF = _m('guest_last_fpf', GAUGE, 'Guest page faults per 1000 '
               'paper\'s FPF).', GUEST_LABELS, 'last_fpf', 1e-3)
 LAST_PT = _m('guest_last_pt', GAUGE, 'FPF over FTLB in the guest\'s last '
              'sample (the paper\'s P-to-T).', GUEST_LABELS, 'last_pt', 1e-3)
+LAST_CR3_LOADS = _m(
+    'guest_last_cr3_loads', GAUGE, 'Loads of CR3 the guest\'s last sample '
+    'gave the switch guard, which prices each at the profile\'s '
+    'cr3_cost_ps (interface version 6): the loads that exited, which only '
+    'shadow paging\'s do, so 0 for a sample wholly in hap mode.',
+    GUEST_LABELS, 'last_cr3_loads')
 LAST_RULE = _m('guest_last_rule', GAUGE, 'The rule of the DSP decision '
                'that decided the guest\'s last sample (dsp.Rule).',
                GUEST_LABELS, 'last_rule')

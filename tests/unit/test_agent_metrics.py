@@ -78,6 +78,11 @@ def test_metrics_over_http_carry_what_the_kernel_reports(sim):
                       source='flavor', domain='a') == 1
         assert _value(fams, metrics.LAST_FTLB, uuid=uuid) == \
             pytest.approx(stats['last_ftlb'] / 1000)
+        # The guest's trace writes CR3 and its last sample was in shadow
+        # mode, where every load exits: the loads the guard priced.
+        assert stats['mode'] == 'shadow' and stats['last_cr3_loads'] > 0
+        assert _value(fams, metrics.LAST_CR3_LOADS, uuid=uuid) == \
+            stats['last_cr3_loads']
         assert _value(fams, metrics.HOST_INFO, generation=GENERATION,
                       abi_version=str(spec.ABI_VERSION),
                       switching='true') == 1
@@ -117,9 +122,9 @@ def test_metrics_over_http_carry_what_the_kernel_reports(sim):
                      if s.labels.get('uuid') == uuid]
         per_host = [s for f in fams.values() for s in f.samples
                     if 'uuid' not in s.labels]
-        # (17, two for an adaptive guest, one as its flavor asks a
+        # (18, two for an adaptive guest, one as its flavor asks a
         # policy: guest_policy_not_honoured)
-        assert (len(per_guest), len(per_host)) == (20, 91)
+        assert (len(per_guest), len(per_host)) == (21, 91)
         assert _value(fams, metrics.GUEST_POLICY_NOT_HONOURED, uuid=uuid,
                       policy='adaptive') == 0
         # The fallback profile was obtained in March 2011 (its first day,
