@@ -90,9 +90,7 @@ PARAMETERS = {
                            'cooldown_s).',
     'margin': 'How many times its cost a move must gain.',
     'budget': 'Moves an audit proposes at most.',
-    'moves_per_day': 'Moves of one guest in any 24 hours at most, its '
-                     'way back from a move within reversal_cooldown_s '
-                     'excepted (at least 2).',
+    'moves_per_day': 'Moves of one guest in any 24 hours at most.',
     'make_room': '1: when a pool is full, a guest it suits least moves '
                  'out so that one it suits more can move in, when the '
                  'pair gains margin times both migrations; 0: never.',
