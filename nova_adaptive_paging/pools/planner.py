@@ -55,8 +55,9 @@ at most its vCPUs, plus two migrations; trips start at most once every
 and at most (``moves_per_day`` + 1) // 2 start in any 24 h (a trip
 starts only with fewer than ``moves_per_day`` moves in the last 24 h,
 two for each trip before it).  doc/source/stock-fleet.rst states the
-figures and what they assume (the way back held by neither the budget
-nor the cap, the guest's moves known).
+figures and what they assume (audits often enough that the way back is
+a reversal, the way back held by neither the budget nor the cap, the
+guest's moves known).
 
 Safe interleavings: a departure's room is not offered to an arrival of
 the same audit (Watcher's applier runs a plan's migrations in parallel),
