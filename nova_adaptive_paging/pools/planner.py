@@ -43,8 +43,9 @@ its first move of the day needs one ``window_s`` in its pool),
 and before each move it has lost, in the pool it leaves, at least
 ``margin`` times what the move costs, so its migrations never cost more
 than 1/``margin`` of the modeled time it lost in the wrong pool.  A move
-that undoes its previous move within ``reversal_cooldown_s`` (a
-reversal) is followed by ``reversal_cooldown_s`` before the next; no
+that undoes its previous move within ``reversal_cooldown_s``, or at the
+first audits that could (under audits of a known interval), is a
+reversal, followed by ``reversal_cooldown_s`` before the next; no
 guest moves more than ``moves_per_day`` times in any 24 h; and a guest
 that moved less within the day goes first for the audit's ``budget``
 (its fair share), so guests that keep flipping cannot starve the others.
@@ -55,9 +56,9 @@ at most its vCPUs, plus two migrations; trips start at most once every
 and at most (``moves_per_day`` + 1) // 2 start in any 24 h (a trip
 starts only with fewer than ``moves_per_day`` moves in the last 24 h,
 two for each trip before it).  doc/source/stock-fleet.rst states the
-figures and what they assume (audits often enough that the way back is
-a reversal, the way back held by neither the budget nor the cap, the
-guest's moves known).
+figures and what they assume (the audits' interval known, or audits
+often enough that the way back is a reversal; the way back held by
+neither the budget nor the cap; the guest's moves known).
 
 Safe interleavings: a departure's room is not offered to an arrival of
 the same audit (Watcher's applier runs a plan's migrations in parallel),
@@ -130,9 +131,17 @@ class Params:
     moves_per_day: int = BOUNDS['moves_per_day'][0]
     make_room: int = BOUNDS['make_room'][0]
     dirty_mib_s: float = BOUNDS['dirty_mib_s'][0]
+    # Not an audit parameter but the audit's own cadence, when it has one
+    # (a continuous audit; 0: none known): seconds between two audits.
+    audit_interval_s: float = 0.0
 
     def __post_init__(self):
         check_bounds(self, BOUNDS, PoolFitError)
+        if not (isinstance(self.audit_interval_s, (int, float))
+                and math.isfinite(self.audit_interval_s)
+                and self.audit_interval_s >= 0):
+            raise PoolFitError('audit_interval_s: %r: expected a number of '
+                               'seconds >= 0' % (self.audit_interval_s,))
         if self.cooldown_s < self.window_s:
             raise PoolFitError('cooldown_s: %r: expected at least window_s '
                                '(%r), so that a window covers one pool only'
@@ -172,9 +181,10 @@ class Guest:
     observed_s: float = None
     window_gain_s: float = None
     dirty_mib_s: float = None
-    # Its moves of the last 24 h, oldest first: (seconds ago, to mode),
-    # from Watcher's action history; None: not known (it waits
-    # cooldown_s in its pool, as after a move).
+    # Its moves of the last 24 h, oldest first: (seconds since it ended,
+    # to mode[, seconds since it was decided]), from Watcher's action
+    # history; None: not known (it waits cooldown_s in its pool, as after
+    # a move).  Without the third, a move was decided when it ended.
     moves: tuple = None
 
 
@@ -250,23 +260,36 @@ def _impossible(g, params):
 def _cooldown(g, params):
     """Seconds ``g`` has been in its pool, and the cool-down it needs:
     ``reversal_cooldown_s`` after a move that undid the one before it
-    within ``reversal_cooldown_s`` (a reversal: the earlier move was
-    wrong, or the guest turns against its moves).  The move that takes
-    a guest away after a long stay gets the plain cool-down, so that a
-    wrong move is undone soon and a right one is not repeated soon.  A
-    guest known to have no move within the day (it booted where it is,
-    or came a day ago or more) needs one window only: there is no move
-    of its to undo, and a window's figures are of this pool alone.  One
-    whose moves are not known waits ``cooldown_s``."""
+    (a reversal: the earlier move was wrong, or the guest turns against
+    its moves).  A move undid the one before it if it ended within
+    ``reversal_cooldown_s`` of it, or, under audits of a known cadence,
+    if it came at the first audits that could move the guest back,
+    however far apart the audits are: decided before ``cooldown_s`` and
+    two audit intervals (one of slack for Watcher's scheduling) had
+    passed since that one ended, that one being no reversal itself (the
+    guest then waited ``reversal_cooldown_s``, and its next move is the
+    one after a long stay).  The move that takes a guest away after a
+    long stay gets the plain cool-down, so that a wrong move is undone
+    soon and a right one is not repeated soon.  A guest known to have no
+    move within the day (it booted where it is, or came a day ago or
+    more) needs one window only: there is no move of its to undo, and a
+    window's figures are of this pool alone.  One whose moves are not
+    known waits ``cooldown_s``."""
     since = g.observed_s
     if g.moves is None:
         return since, params.cooldown_s, False
     if not g.moves:
         return since, params.window_s, False
     since = min(since, g.moves[-1][0])
-    reversed_ = (len(g.moves) >= 2 and g.moves[-1][1] != g.moves[-2][1]
-                 and g.moves[-2][0] - g.moves[-1][0]
-                 < params.reversal_cooldown_s)
+    # Each move of the day in turn (the oldest undid nothing known).
+    reversed_ = False
+    for before, move in zip(g.moves, g.moves[1:]):
+        decided = move[2] if len(move) > 2 else move[0]
+        reversed_ = move[1] != before[1] and (
+            before[0] - move[0] < params.reversal_cooldown_s
+            or (params.audit_interval_s > 0 and not reversed_
+                and before[0] - decided
+                < params.cooldown_s + 2 * params.audit_interval_s))
     return since, (params.reversal_cooldown_s if reversed_
                    else params.cooldown_s), reversed_
 

@@ -44,7 +44,9 @@ MIGRATE = 'migrate'
 @dataclasses.dataclass
 class Moves:
     pending: list       # (uuid, source, destination)
-    history: dict       # uuid -> [(unix time, destination)], oldest first
+    # uuid -> [(unix time it ended, destination, unix time it was
+    # decided)], oldest first
+    history: dict
 
 
 class Recorded:
@@ -54,21 +56,25 @@ class Recorded:
     def __init__(self):
         self.done, self.under_way = [], []
 
-    def record(self, uuid, source, destination, at):
-        self.done.append((at, uuid, source, destination))
+    def record(self, uuid, source, destination, at, decided_at=None):
+        """A move that ended ``at``, decided ``decided_at`` (default: as
+        it ended)."""
+        self.done.append((at, uuid, source, destination,
+                          at if decided_at is None else decided_at))
 
     def read(self, now):
         history = {}
-        for at, uuid, _, dest in sorted(self.done):
+        for at, uuid, _, dest, decided in sorted(self.done):
             if now - DAY_S <= at <= now:
-                history.setdefault(uuid, []).append((at, dest))
+                history.setdefault(uuid, []).append((at, dest, decided))
         return Moves(list(self.under_way), history)
 
 
 class WatcherLedger:
     """Watcher's action plans and actions (its database): ``migrate``
     actions not yet done of plans still live (recommended, pending,
-    ongoing) are pending; those that succeeded are the history, and,
+    ongoing) are pending; those that succeeded are the history (ended
+    when last updated, decided when created with their plan), and,
     within ``model_lag_s`` (the compute model's refresh), pending too, in
     case the model has not yet seen them land (the planner ignores a
     pending move whose guest the model shows on its destination)."""
@@ -108,12 +114,17 @@ class WatcherLedger:
             if a.action_type != MIGRATE:
                 continue
             uuid, source, dest = _move(a)
-            at = (a.updated_at or a.created_at).replace(
-                tzinfo=datetime.timezone.utc).timestamp()
-            history.setdefault(uuid, []).append((at, dest))
+            at, decided = (_unix(a.updated_at or a.created_at),
+                           _unix(a.created_at or a.updated_at))
+            history.setdefault(uuid, []).append((at, dest, decided))
             if now - at <= self.model_lag_s:
                 pending.append((uuid, source, dest))
         return Moves(pending, history)
+
+
+def _unix(stamp):
+    """Watcher's naive UTC time stamp in seconds."""
+    return stamp.replace(tzinfo=datetime.timezone.utc).timestamp()
 
 
 def _move(action):

@@ -53,6 +53,8 @@ dashboards share.
 
 import collections
 import contextlib
+import dataclasses
+import datetime
 import gc
 import logging
 import math
@@ -60,6 +62,7 @@ import time
 
 from oslo_config import cfg
 from oslo_log import log
+from oslo_utils import strutils
 
 from watcher.common import exception as watcher_exception
 from watcher.decision_engine.model import element
@@ -105,6 +108,30 @@ PARAMETERS = {
 }
 _BOUNDS = dict(planner.BOUNDS, **migration.BOUNDS)
 _LINK_KEYS = ('bandwidth_mib_s', 'max_downtime_s', 'slowdown')
+
+
+def audit_interval_s(audit, now):
+    """Seconds between two runs of ``audit``, if it is continuous: its
+    interval, or the longest gap of its cron schedule from ``now`` over
+    the next 8 days (its first 2,000 runs at most); 0 for a one-shot or
+    event audit, which has no cadence.  Watcher checked the interval when
+    the audit was created."""
+    if audit is None or getattr(audit, 'audit_type', None) != 'CONTINUOUS':
+        return 0.0
+    interval = getattr(audit, 'interval', None)
+    if strutils.is_int_like(interval):
+        return float(int(interval))
+    from croniter import croniter       # Watcher's own, for these
+    runs = croniter(interval, datetime.datetime.fromtimestamp(
+        now, datetime.timezone.utc))
+    last, longest = runs.get_next(float), 0.0
+    for _ in range(2000):
+        run = runs.get_next(float)
+        longest = max(longest, run - last)
+        last = run
+        if run - now > 8 * planner.DAY_S:
+            break
+    return longest
 
 
 def _property(key):
@@ -297,8 +324,10 @@ class PagingFit(base.BaseStrategy):
                     observed_s=seen.observed_s if current else None,
                     window_gain_s=seen.window_gain_s if current else None,
                     moves=tuple(
-                        (now - at, figures.pools.get(resolve(dest), dest))
-                        for at, dest in history) if history else ()))
+                        (now - at, figures.pools.get(resolve(dest), dest),
+                         now - decided)
+                        for at, dest, decided in history) if history
+                    else ()))
             hosts.append(planner.Host(
                 hostname, figures.pools.get(named),
                 node.vcpu_capacity - used_vcpus,
@@ -336,6 +365,10 @@ class PagingFit(base.BaseStrategy):
         params, link = self._params()
         figures = self._read_figures(params.window_s)
         now = self.figures_at if self.figures_at is not None else time.time()
+        # Whether a guest's way back is a reversal depends on how far
+        # apart the audits are (planner._cooldown).
+        params = dataclasses.replace(
+            params, audit_interval_s=audit_interval_s(audit, now))
         # One audit of this process plans at a time, and sees the moves
         # the others proposed (Watcher's database, and this process's
         # reservations for what it may not have saved yet: a move in
