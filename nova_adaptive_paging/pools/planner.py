@@ -43,9 +43,10 @@ its first move of the day needs one ``window_s`` in its pool),
 and before each move it has lost, in the pool it leaves, at least
 ``margin`` times what the move costs, so its migrations never cost more
 than 1/``margin`` of the modeled time it lost in the wrong pool.  A move
-that undoes its previous move within ``reversal_cooldown_s``, or at the
-first audits that could (under audits of a known interval), is a
-reversal, followed by ``reversal_cooldown_s`` before the next; no
+decided within ``reversal_cooldown_s`` of the end of its previous move,
+which it undoes, is a reversal, followed by ``reversal_cooldown_s``
+before the next (both ``cooldown_s`` + two audit intervals if longer,
+under audits of a known interval: :func:`reversal_s`); no
 guest moves more than ``moves_per_day`` times in any 24 h; and a guest
 that moved less within the day goes first for the audit's ``budget``
 (its fair share), so guests that keep flipping cannot starve the others.
@@ -137,9 +138,9 @@ class Params:
 
     def __post_init__(self):
         check_bounds(self, BOUNDS, PoolFitError)
-        if not (isinstance(self.audit_interval_s, (int, float))
-                and math.isfinite(self.audit_interval_s)
-                and self.audit_interval_s >= 0):
+        every = self.audit_interval_s
+        if (isinstance(every, bool) or not isinstance(every, (int, float))
+                or not math.isfinite(every) or every < 0):
             raise PoolFitError('audit_interval_s: %r: expected a number of '
                                'seconds >= 0' % (self.audit_interval_s,))
         if self.cooldown_s < self.window_s:
@@ -257,41 +258,43 @@ def _impossible(g, params):
     return None
 
 
+def reversal_s(params):
+    """How soon after the move before it a move must be decided to be a
+    reversal, and how long the guest then stays: ``reversal_cooldown_s``,
+    or, under audits of a known cadence, ``cooldown_s`` + two audit
+    intervals if longer.  A way back decided at the first audit that
+    could (``cooldown_s`` and at most an interval after the move away
+    ended; one interval of slack for Watcher's scheduling) is then a
+    reversal however far apart the audits are, and the move after a
+    reversal's stay, decided later than that, never is."""
+    return max(params.reversal_cooldown_s,
+               params.cooldown_s + 2 * params.audit_interval_s)
+
+
 def _cooldown(g, params):
     """Seconds ``g`` has been in its pool, and the cool-down it needs:
-    ``reversal_cooldown_s`` after a move that undid the one before it
-    (a reversal: the earlier move was wrong, or the guest turns against
-    its moves).  A move undid the one before it if it ended within
-    ``reversal_cooldown_s`` of it, or, under audits of a known cadence,
-    if it came at the first audits that could move the guest back,
-    however far apart the audits are: decided before ``cooldown_s`` and
-    two audit intervals (one of slack for Watcher's scheduling) had
-    passed since that one ended, that one being no reversal itself (the
-    guest then waited ``reversal_cooldown_s``, and its next move is the
-    one after a long stay).  The move that takes a guest away after a
-    long stay gets the plain cool-down, so that a wrong move is undone
-    soon and a right one is not repeated soon.  A guest known to have no
-    move within the day (it booted where it is, or came a day ago or
-    more) needs one window only: there is no move of its to undo, and a
-    window's figures are of this pool alone.  One whose moves are not
-    known waits ``cooldown_s``."""
+    :func:`reversal_s` after a move that undid the one before it and
+    was decided within that time of that one's end (a reversal: the
+    earlier move was wrong, or the guest turns against its moves).  The
+    move that takes a guest away after a long stay gets the plain
+    cool-down, so that a wrong move is undone soon and a right one is
+    not repeated soon.  A guest known to have no move within the day (it
+    booted where it is, or came a day ago or more) needs one window
+    only: there is no move of its to undo, and a window's figures are of
+    this pool alone.  One whose moves are not known waits
+    ``cooldown_s``."""
     since = g.observed_s
     if g.moves is None:
         return since, params.cooldown_s, False
     if not g.moves:
         return since, params.window_s, False
-    since = min(since, g.moves[-1][0])
-    # Each move of the day in turn (the oldest undid nothing known).
-    reversed_ = False
-    for before, move in zip(g.moves, g.moves[1:]):
-        decided = move[2] if len(move) > 2 else move[0]
-        reversed_ = move[1] != before[1] and (
-            before[0] - move[0] < params.reversal_cooldown_s
-            or (params.audit_interval_s > 0 and not reversed_
-                and before[0] - decided
-                < params.cooldown_s + 2 * params.audit_interval_s))
-    return since, (params.reversal_cooldown_s if reversed_
-                   else params.cooldown_s), reversed_
+    last = g.moves[-1]
+    since = min(since, last[0])
+    hold_s = reversal_s(params)
+    reversed_ = (len(g.moves) >= 2 and last[1] != g.moves[-2][1]
+                 and g.moves[-2][0] - (last[2] if len(last) > 2
+                                       else last[0]) < hold_s)
+    return since, hold_s if reversed_ else params.cooldown_s, reversed_
 
 
 def plan(guests, hosts, params=Params(), link=migration.Link(),

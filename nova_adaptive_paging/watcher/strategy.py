@@ -114,23 +114,38 @@ def audit_interval_s(audit, now):
     """Seconds between two runs of ``audit``, if it is continuous: its
     interval, or the longest gap of its cron schedule from ``now`` over
     the next 8 days (its first 2,000 runs at most); 0 for a one-shot or
-    event audit, which has no cadence.  Watcher checked the interval when
-    the audit was created."""
-    if audit is None or getattr(audit, 'audit_type', None) != 'CONTINUOUS':
+    event audit, which has no cadence.  planner.PoolFitError, one line,
+    for an interval that is neither (Watcher checks it when the audit is
+    created, but accepts a cron schedule that never runs)."""
+    def field(name):
+        try:
+            return getattr(audit, name, None)
+        except NotImplementedError:     # a versioned object's unset field
+            return None
+    if audit is None or field('audit_type') != 'CONTINUOUS':
         return 0.0
-    interval = getattr(audit, 'interval', None)
+    interval = field('interval')
+    wanted = 'expected seconds or a cron schedule that runs'
     if strutils.is_int_like(interval):
+        if int(interval) < 0:
+            raise planner.PoolFitError('audit interval: %r: %s' % (
+                interval, wanted))
         return float(int(interval))
     from croniter import croniter       # Watcher's own, for these
-    runs = croniter(interval, datetime.datetime.fromtimestamp(
-        now, datetime.timezone.utc))
-    last, longest = runs.get_next(float), 0.0
-    for _ in range(2000):
-        run = runs.get_next(float)
-        longest = max(longest, run - last)
-        last = run
-        if run - now > 8 * planner.DAY_S:
-            break
+    try:
+        runs = croniter(interval, datetime.datetime.fromtimestamp(
+            now, datetime.timezone.utc))
+        last, longest = runs.get_next(float), 0.0
+        for _ in range(2000):
+            run = runs.get_next(float)
+            longest = max(longest, run - last)
+            last = run
+            if run - now > 8 * planner.DAY_S:
+                break
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise planner.PoolFitError('audit interval: %r: %s (%s)' % (
+            interval, wanted, str(exc).splitlines()[0] if str(exc)
+            else type(exc).__name__))
     return longest
 
 
@@ -367,8 +382,11 @@ class PagingFit(base.BaseStrategy):
         now = self.figures_at if self.figures_at is not None else time.time()
         # Whether a guest's way back is a reversal depends on how far
         # apart the audits are (planner._cooldown).
-        params = dataclasses.replace(
-            params, audit_interval_s=audit_interval_s(audit, now))
+        try:
+            params = dataclasses.replace(
+                params, audit_interval_s=audit_interval_s(audit, now))
+        except planner.PoolFitError as exc:
+            raise watcher_exception.WatcherException('paging_fit: %s' % exc)
         # One audit of this process plans at a time, and sees the moves
         # the others proposed (Watcher's database, and this process's
         # reservations for what it may not have saved yet: a move in

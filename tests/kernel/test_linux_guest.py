@@ -101,17 +101,32 @@ def test_the_linux_boot_runs_no_other_step():
     default, and this fails until the Linux boot turns it off too."""
     with open(os.path.join(kpatch.KVM_PATCH, 'guest', 'init')) as f:
         init = f.read()
-    # A step: [ "$(arg nap.KEY 1)" = 1 ]; a list of runs: VAR=$(arg
-    # nap.KEY <default>...) whose items the step runs one by one.
-    steps = set(re.findall(r'\[ "\$\(arg (nap\.\w+) 1\)" = 1 \]', init))
-    runs = {'nap.modes', 'nap.storm_switches', 'nap.cr0_cycles',
-            'nap.cr3_rounds', 'nap.remap'}
-    assert {'nap.mode', 'nap.nested', 'nap.tdp_off', 'nap.hyperv'} <= steps
+    # Every key guest/init reads, with its default: "$(arg nap.KEY
+    # DEFAULT)", DEFAULT up to the ")" or a "|".
+    defaults = {}
+    for key, default in re.findall(r'\$\(arg (nap\.\w+) ([^)|]*)', init):
+        defaults.setdefault(key, default.strip())
     given = dict(kv.split('=', 1) for kv in LINUX_ONLY)
-    assert {k: given.get(k) for k in steps} == dict.fromkeys(steps, '0')
-    assert {k: given.get(k) for k in runs} == {
-        'nap.modes': 'none', 'nap.storm_switches': '',
-        'nap.cr0_cycles': '', 'nap.cr3_rounds': '', 'nap.remap': ''}
+    off = ('0', '', '""', 'none')
+    # What tunes a step rather than running one, and the Linux guest's
+    # own settings.
+    settings = {'nap.interval_ms', 'nap.kvm', 'nap.kvm_amd',
+                'nap.kvm_intel', 'nap.latency_repeats', 'nap.period_us',
+                'nap.root', 'nap.tests', 'nap.vendor'}
+    assert settings <= set(defaults)
+    on = {}
+    for key, default in defaults.items():
+        if key in settings or key.startswith('nap.linux'):
+            continue
+        follows = re.match(r'"\$\(arg (nap\.\w+)', default)
+        value = given.get(key, given.get(follows.group(1), defaults[
+            follows.group(1)]) if follows else default)
+        if value not in off:
+            on[key] = value
+    assert on == {}
+    # The steps this boot has to turn off, among them.
+    assert {'nap.mode', 'nap.nested', 'nap.tdp_off', 'nap.hyperv',
+            'nap.storm_switches', 'nap.remap'} <= set(given)
 
 
 def assert_every_mode_passed(run, rounds):

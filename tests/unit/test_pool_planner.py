@@ -145,38 +145,49 @@ def test_a_guest_that_reversed_a_move_waits_the_reversal_cool_down():
 
 
 def test_a_way_back_at_the_first_audit_that_could_is_a_reversal():
-    # Audits 2 h apart: moved to shadow (ended 7 h 4 min ago, decided a
-    # minute before), back to hap at the first audit the cool-down
-    # allowed (decided 3 h 5 min ago, ended 3 h ago).  The moves ended
-    # 4 h 4 min apart, past reversal_cooldown_s: without the audits'
-    # interval it is no reversal and the guest, 3 h back, moves again;
-    # with it, it came at the first chance, and the guest stays 4 h.
     params = planner.Params()
     minute = 60.0
-    moves = ((7 * HOUR + 4 * minute, 'shadow', 7 * HOUR + 5 * minute),
-             (3 * HOUR, 'hap', 3 * HOUR + 5 * minute))
+    # Moved to shadow (ended 7 h 4 min ago), back to hap at the next
+    # audit after the cool-down, 2 h apart (decided 3 h 5 min ago, ended
+    # 3 h ago).  The moves ended 4 h 4 min apart, but the way back was
+    # decided 3 h 59 min after the move away ended: a reversal, however
+    # long the migrations took, and the guest, 3 h back, stays 4 h.
     back = guest('hap-1', 120, observed_h=3)
-    back.moves = moves
-    (move,) = planner.plan([back], HOSTS, params).moves
-    assert move.to_mode == 'shadow'
-    every_2h = planner.Params(audit_interval_s=2 * HOUR)
-    result = planner.plan([back], HOSTS, every_2h)
+    back.moves = ((7 * HOUR + 4 * minute, 'shadow', 7 * HOUR + 5 * minute),
+                  (3 * HOUR, 'hap', 3 * HOUR + 5 * minute))
+    result = planner.plan([back], HOSTS, params)
     assert not result.moves
     (held,) = result.held(planner.COOLDOWN)
     assert ('%.0f s needed' % params.reversal_cooldown_s in held.reason
             and 'reversal' in held.reason)
-    # Shadow 12 h ago, back 9 h ago (a reversal: 3 h apart), shadow
-    # again 3 h ago, decided 5 h 59 min after the reversal: the move
-    # after the reversal's hold is the one after a long stay, with the
-    # plain cool-down at any cadence (3 h on, it moves).
-    again = guest('shadow-1', 120, observed_h=3)
-    again.moves = ((12 * HOUR, 'shadow'), (9 * HOUR, 'hap'),
-                   (3 * HOUR, 'shadow', 3 * HOUR + minute))
-    (move,) = planner.plan([again], HOSTS, every_2h).moves
+    # Audits 3 h apart: the way back at the first audit after the
+    # cool-down was decided 4 h 30 min after the move away ended.  Past
+    # reversal_cooldown_s, so without the audits' interval it is no
+    # reversal and the guest, 4 h 25 min back, moves again; with it, a
+    # reversal is anything decided within cooldown_s + two intervals
+    # (8 h), and the guest stays that long.
+    late = guest('hap-1', 120, observed_h=5)
+    late.moves = ((9 * HOUR, 'shadow'),
+                  (4 * HOUR + 25 * minute, 'hap', 4.5 * HOUR))
+    (move,) = planner.plan([late], HOSTS, params).moves
+    assert move.to_mode == 'shadow'
+    every_3h = planner.Params(audit_interval_s=3 * HOUR)
+    assert planner.reversal_s(every_3h) == 8 * HOUR
+    result = planner.plan([late], HOSTS, every_3h)
+    assert not result.moves
+    (held,) = result.held(planner.COOLDOWN)
+    assert '%.0f s needed' % (8 * HOUR) in held.reason
+    # The move after a reversal's stay is decided at least that long
+    # after it ended, so it is no reversal: the plain cool-down (2 h on,
+    # it moves).
+    again = guest('shadow-1', 120, observed_h=2)
+    again.moves = ((14 * HOUR, 'shadow'), (10 * HOUR + minute, 'hap'),
+                   (2 * HOUR, 'shadow', 2 * HOUR + minute))
+    (move,) = planner.plan([again], HOSTS, every_3h).moves
     assert move.to_mode == 'hap'
 
 
-@pytest.mark.parametrize('value', [-1, math.inf, math.nan, 'x'])
+@pytest.mark.parametrize('value', [-1, math.inf, math.nan, 'x', True])
 def test_a_bad_audit_interval_is_one_line(value):
     with pytest.raises(planner.PoolFitError) as err:
         planner.Params(audit_interval_s=value)

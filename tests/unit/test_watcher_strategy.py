@@ -172,6 +172,20 @@ def test_bad_audit_parameters_fail_the_audit_with_one_line(watcher_conf):
     assert 'cooldown_s' in str(err.value) and '\n' not in str(err.value)
 
 
+@pytest.mark.parametrize('interval', ['-60', '0 0 30 2 *', 'every hour',
+                                      None])
+def test_a_bad_audit_interval_fails_the_audit_with_one_line(watcher_conf,
+                                                            interval):
+    # Watcher checks an interval when the audit is created, but lets a
+    # cron schedule that never runs (February 30th) through.
+    model, hap, _ = fleet_model()
+    instance(model, hap)
+    s = strategy_for(model, pool_figures.Figures(POOLS, {}))
+    with pytest.raises(watcher_exception.WatcherException) as err:
+        s.execute(audit=continuous(interval))
+    assert 'interval' in str(err.value) and '\n' not in str(err.value)
+
+
 def test_a_model_without_flavor_extra_specs_fails_the_audit_with_one_line(
         watcher_conf):
     # Watcher's default: its Nova collector leaves the extra specs out,
@@ -572,8 +586,9 @@ RATE = 300.0 / HOUR         # what the wrong pool costs these guests (s/s)
 
 def audit_hourly(model, guests, hours, every_h=1, audit=None,
                  migration_s=0.0, **params):
-    """Audit ``model`` every ``every_h`` hours for ``hours`` (``audit``
-    given to the strategy as Watcher gives it), applying each plan at
+    """Audit ``model`` every ``every_h`` hours for ``hours`` (or at the
+    hours ``every_h`` lists; ``audit`` given to the strategy as Watcher
+    gives it), applying each plan at
     once, Watcher's ledger being the moves recorded, each as ending
     ``migration_s`` after its audit (a pair: a guest's moves away from
     its first pool, and back).  ``guests``: name -> [instance,
@@ -586,13 +601,15 @@ def audit_hourly(model, guests, hours, every_h=1, audit=None,
                  'arrived': 0.0, 'moved': [], 'home_s': 0.0}
              for n, (i, _) in guests.items()}
     home = {n: s['host'] for n, s in state.items()}
-    for hour in range(every_h, hours + 1, every_h):
+    last = 0
+    for hour in (every_h if isinstance(every_h, (list, tuple))
+                 else range(every_h, hours + 1, every_h)):
         t = hour * HOUR
         figures = {}
         for name, (inst, kind) in guests.items():
             st = state[name]
             if st['host'] == home[name]:
-                st['home_s'] += every_h * HOUR
+                st['home_s'] += t - last * HOUR
             seen = min(t - st['arrived'], planner.Params().window_s)
             wrong = kind == 'adversary' or st['host'].startswith('hap')
             figures[inst.uuid] = pool_figures.GuestFigures(
@@ -615,6 +632,7 @@ def audit_hourly(model, guests, hours, every_h=1, audit=None,
                          p['destination_node'], t + took, t)
             state[name].update(host=p['destination_node'], arrived=t)
             state[name]['moved'].append(hour)
+        last = hour
     return state
 
 
@@ -678,21 +696,25 @@ def test_a_guest_that_turns_against_every_move_is_bounded(
 
 
 def test_audits_of_unknown_cadence_far_apart_leave_the_bound(watcher_conf):
-    """What the bound assumes, violated: audits 2 h apart whose interval
-    the strategy cannot know (one-shot audits run by hand), moves away
-    that end 1 minute after their audit and ways back 5.  The way back
-    ends 4 h 4 min after the move away, past reversal_cooldown_s, so it
-    is no reversal, and the next move away, 3 h 56 min after it, is held
-    as one: the guest spends longer away than the bound at that cadence
-    allows (doc/source/stock-fleet.rst).  Under a continuous audit of
-    that interval the way back is a reversal, and the bound holds."""
+    """What the bound assumes, violated: audits whose interval the
+    strategy cannot know (one-shot audits run by hand), here 1 to 5 h
+    apart, with moves away that end 1 minute after their audit and ways
+    back 5.  A way back decided 5 h after the move away ended is no
+    reversal, and the next move away, 3 h later, is held as one: the
+    guest spends 4 h more in the wrong pool than the bound at the
+    longest gap allows (doc/source/stock-fleet.rst).  Under a continuous
+    audit whose interval is that longest gap, the bound holds."""
     params = planner.Params()
-    st, ratio = adversary_over_48_h(2, None, (60.0, 300.0))
-    known, known_ratio = adversary_over_48_h(2, continuous('7200'),
-                                             (60.0, 300.0))
-    away_s = 4 * (params.cooldown_s + 2 * HOUR)
-    print('audits every 2 h: %.2fx without their interval, %.2fx with it'
-          % (ratio, known_ratio))
+    hours = [1, 6, 9, 11, 12, 13, 16, 18, 22, 26, 30, 32, 33, 35, 40, 44]
+    longest_h = max(b - a for a, b in zip(hours, hours[1:]))
+    st, ratio = adversary_over_48_h(hours, None, (60.0, 300.0))
+    known, known_ratio = adversary_over_48_h(
+        hours, continuous(str(int(longest_h * HOUR))), (60.0, 300.0))
+    away_s = 4 * (params.cooldown_s + longest_h * HOUR)
+    print('audits 1 to %d h apart: %.0f h away, %.2fx, without their '
+          'interval; %.0f h, %.2fx with it (bound %.0f h)' % (
+              longest_h, 48 - st['home_s'] / HOUR, ratio,
+              48 - known['home_s'] / HOUR, known_ratio, away_s / HOUR))
     assert 48 * HOUR - known['home_s'] <= away_s < 48 * HOUR - st['home_s']
     assert known_ratio < ratio
 
