@@ -122,7 +122,11 @@ def audit_interval_s(audit, now):
             return getattr(audit, name, None)
         except NotImplementedError:     # a versioned object's unset field
             return None
-    if audit is None or field('audit_type') != 'CONTINUOUS':
+    if audit is None:
+        return 0.0
+    # As Watcher's services import it: once its objects are registered.
+    from watcher.objects import audit as watcher_audit
+    if field('audit_type') != watcher_audit.AuditType.CONTINUOUS.value:
         return 0.0
     interval = field('interval')
     wanted = 'expected seconds or a cron schedule that runs'
