@@ -47,6 +47,7 @@ from nova_adaptive_paging.watcher import ledger
 from nova_adaptive_paging.watcher import strategy as strategylib
 
 HOUR = 3600.0
+UNSET = object()            # an audit field never loaded (continuous())
 REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..')
 
 
@@ -173,7 +174,7 @@ def test_bad_audit_parameters_fail_the_audit_with_one_line(watcher_conf):
 
 
 @pytest.mark.parametrize('interval', ['-60', '0 0 30 2 *', 'every hour',
-                                      None])
+                                      None, UNSET])
 def test_a_bad_audit_interval_fails_the_audit_with_one_line(watcher_conf,
                                                             interval):
     # Watcher checks an interval when the audit is created, but lets a
@@ -638,11 +639,13 @@ def audit_hourly(model, guests, hours, every_h=1, audit=None,
 
 def continuous(interval):
     """A continuous audit as Watcher's database gives it to the strategy
-    (``interval``: seconds or a cron schedule)."""
+    (``interval``: seconds or a cron schedule; UNSET: a field never
+    loaded)."""
     from watcher import objects
     objects.register_all()
+    fields = {} if interval is UNSET else {'interval': interval}
     return objects.Audit(audit_type=objects.audit.AuditType.CONTINUOUS.value,
-                         interval=interval)
+                         **fields)
 
 
 def adversary_over_48_h(every_h, audit, migration_s=0.0):
